@@ -1,0 +1,29 @@
+"""residual_keras: residual connections, y = x + f(x), as Keras 3 layers.
+
+The Jacobian of a residual block is I + df/dx, so the gradient keeps an
+identity path through any depth; a plain stack multiplies L Jacobians and
+vanishes or explodes. This package gives the layers to build both kinds of
+network side by side, the builders of the networks the course trains, and
+instruments that measure the difference.
+"""
+
+from residual_keras import models
+from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
+from residual_keras.models import cifar_resnet, count_trainable_params
+from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
+from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasicBlock",
+    "BottleneckBlock",
+    "FixupBasicBlock",
+    "PadShortcut",
+    "ProjectionShortcut",
+    "ScalarBias",
+    "ScalarScale",
+    "cifar_resnet",
+    "count_trainable_params",
+    "models",
+]

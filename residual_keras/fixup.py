@@ -1,0 +1,235 @@
+"""Fixup: training deep residual networks with no normalisation at all.
+
+Zhang, Dauphin and Ma 2019, "Fixup Initialization" (arXiv 1901.09321). Each
+basic block is
+
+    out = conv2(ReLU(conv1(x + b1) + b2) + b3) * s + b4
+    y   = ReLU(out + shortcut(x))
+
+with four scalar biases `b1..b4` (start 0) and one scalar multiplier `s`
+(starts 1). At initialisation `conv2 = 0`, so the branch outputs exactly 0 and
+the deep network starts as the identity on its shortcuts; `conv1` is He-normal
+(fan-out) scaled by `L^(-1/2)`, L = number of residual blocks, so that the
+branches' total contribution stays O(1) once `conv2` moves.
+
+The official code trains the scalars at 1/10 of the learning rate. Keras
+optimizers have one learning rate, so `ScalarBias` and `ScalarScale` take a
+`learning_rate_multiplier` m and store a variable v with value = sqrt(m) * v.
+For SGD with or without momentum (Fixup's optimizer) this is exactly the same
+as training the value at m times the learning rate: the gradient reaching v is
+sqrt(m) times the value's, and each step of v moves the value by sqrt(m) times
+again. (Adaptive optimizers such as Adam rescale gradients per variable, so
+there the multiplier has no such meaning.)
+"""
+
+import math
+
+import keras
+from keras import layers, ops
+
+from residual_keras._checks import check_image_input, check_positive_int, strided_size
+from residual_keras.shortcuts import PadShortcut, needs_projection
+
+
+class _Scalar(layers.Layer):
+    """One trainable scalar, stored as v and used as `sqrt(m) * v`."""
+
+    initial_value = 0.0
+
+    def __init__(self, learning_rate_multiplier=1.0, **kwargs):
+        super().__init__(**kwargs)
+        if not learning_rate_multiplier > 0:
+            raise ValueError(
+                "learning_rate_multiplier must be > 0, got "
+                f"{learning_rate_multiplier!r}."
+            )
+        self.learning_rate_multiplier = float(learning_rate_multiplier)
+        self._factor = math.sqrt(self.learning_rate_multiplier)
+
+    def build(self, input_shape):
+        self.variable = self.add_weight(
+            name="value",
+            shape=(),
+            initializer=keras.initializers.Constant(self.initial_value / self._factor),
+            trainable=True,
+        )
+
+    @property
+    def value(self):
+        """The scalar the layer applies (the stored variable times sqrt(m))."""
+        return self.variable * self._factor
+
+    def _value_for(self, inputs):
+        # The variable stays float32 under mixed precision; cast at use.
+        return ops.cast(self.value, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config["learning_rate_multiplier"] = self.learning_rate_multiplier
+        return config
+
+
+@keras.saving.register_keras_serializable(package="residual_keras")
+class ScalarBias(_Scalar):
+    """`y = x + b` with one trainable scalar `b`, initialised to 0.
+
+    Args:
+        learning_rate_multiplier: float. Train `b` at this multiple of the
+            optimizer's learning rate (exact for SGD; see the module
+            docstring). Default 1.0.
+        **kwargs: standard `keras.layers.Layer` arguments.
+    """
+
+    initial_value = 0.0
+
+    def call(self, inputs):
+        return inputs + self._value_for(inputs)
+
+
+@keras.saving.register_keras_serializable(package="residual_keras")
+class ScalarScale(_Scalar):
+    """`y = s * x` with one trainable scalar `s`, initialised to 1.
+
+    Args:
+        learning_rate_multiplier: float. As in `ScalarBias`. Default 1.0.
+        **kwargs: standard `keras.layers.Layer` arguments.
+    """
+
+    initial_value = 1.0
+
+    def call(self, inputs):
+        return inputs * self._value_for(inputs)
+
+
+@keras.saving.register_keras_serializable(package="residual_keras")
+class FixupBasicBlock(layers.Layer):
+    """A CIFAR basic block without normalisation, initialised by Fixup.
+
+    `out = conv2(ReLU(conv1(x + b1) + b2) + b3) * s + b4` and
+    `y = ReLU(out + shortcut)`, where the shortcut is `x` when the shape is
+    kept and, when it changes, `x + b1` subsampled by the stride with zero
+    channels appended (the official code's 1x1 average pool with the stride
+    and zero concatenation: option A). At initialisation `out == 0`.
+
+    There is no plain twin: with `conv2 = 0` and no shortcut every block would
+    output 0. Compare Fixup with BatchNorm residual nets instead.
+
+    Args:
+        filters: int. Output channels of both convolutions.
+        strides: int. Stride of the first convolution. Default 1.
+        num_blocks: int. L, the number of residual blocks in the whole
+            network; scales conv1's initialisation by `L^(-1/2)`.
+        kernel_regularizer: optional regularizer of the two conv kernels.
+        scalar_learning_rate_multiplier: float. Learning-rate multiple of the
+            five scalars (the official code uses 0.1). Default 0.1.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Example:
+        >>> x = keras.random.normal((2, 32, 32, 16))
+        >>> FixupBasicBlock(32, strides=2, num_blocks=9)(x).shape
+        (2, 16, 16, 32)
+    """
+
+    def __init__(
+        self,
+        filters,
+        strides=1,
+        *,
+        num_blocks,
+        kernel_regularizer=None,
+        scalar_learning_rate_multiplier=0.1,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.filters = check_positive_int("filters", filters)
+        self.strides = check_positive_int("strides", strides)
+        self.num_blocks = check_positive_int("num_blocks", num_blocks)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.scalar_learning_rate_multiplier = scalar_learning_rate_multiplier
+
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape)
+
+        def scalar(cls, name):
+            layer = cls(
+                self.scalar_learning_rate_multiplier,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build(())
+            return layer
+
+        def conv(name, strides, initializer, shape):
+            layer = layers.Conv2D(
+                self.filters,
+                3,
+                strides=strides,
+                padding="same",
+                use_bias=False,
+                kernel_initializer=initializer,
+                kernel_regularizer=self.kernel_regularizer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build(shape)
+            return layer
+
+        self.bias1 = scalar(ScalarBias, "bias1")
+        # He-normal with fan-out, times L^(-1/2): variance 2 / fan_out / L.
+        he_scaled = keras.initializers.VarianceScaling(
+            scale=2.0 / self.num_blocks, mode="fan_out", distribution="untruncated_normal"
+        )
+        self.conv1 = conv("conv1", self.strides, he_scaled, input_shape)
+        self.bias2 = scalar(ScalarBias, "bias2")
+        self.bias3 = scalar(ScalarBias, "bias3")
+        self.conv2 = conv(
+            "conv2", 1, "zeros", self.conv1.compute_output_shape(input_shape)
+        )
+        self.scale = scalar(ScalarScale, "scale")
+        self.bias4 = scalar(ScalarBias, "bias4")
+        self.shortcut_layer = None
+        if needs_projection(input_shape, self.filters, self.strides):
+            self.shortcut_layer = PadShortcut(
+                self.filters, self.strides, dtype=self.dtype_policy, name="shortcut"
+            )
+            self.shortcut_layer.build(input_shape)
+
+    def branch(self, inputs):
+        """The residual function, exactly 0 at initialisation."""
+        x = self.conv1(self.bias1(inputs))
+        x = ops.relu(self.bias2(x))
+        x = self.conv2(self.bias3(x))
+        return self.bias4(self.scale(x))
+
+    def call(self, inputs):
+        shortcut = inputs
+        if self.shortcut_layer is not None:
+            shortcut = self.shortcut_layer(self.bias1(inputs))
+        return ops.relu(self.branch(inputs) + shortcut)
+
+    def compute_output_shape(self, input_shape):
+        batch, height, width, _ = input_shape
+        return (
+            batch,
+            strided_size(height, self.strides),
+            strided_size(width, self.strides),
+            self.filters,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "strides": self.strides,
+                "num_blocks": self.num_blocks,
+                "kernel_regularizer": keras.regularizers.serialize(
+                    self.kernel_regularizer
+                ),
+                "scalar_learning_rate_multiplier": self.scalar_learning_rate_multiplier,
+            }
+        )
+        return config

@@ -1,0 +1,199 @@
+"""Shortcut connections of a residual block: the `x` in `y = f(x) + x`.
+
+He et al. 2015 (arXiv 1512.03385), section 3.3: when a block keeps the shape of
+its input the shortcut is the identity. When it halves the feature map and
+widens the channels, the shortcut must change shape too:
+
+- option A (`PadShortcut`): subsample by the stride and append zero channels.
+  Parameter-free, so a residual net has exactly the weights of its plain twin
+  (the CIFAR-10 networks of section 4.2).
+- option B (`ProjectionShortcut`): a strided 1x1 convolution followed by
+  BatchNorm, `x -> BN(W_s x)` (equation 2 of the paper).
+"""
+
+import keras
+from keras import layers, ops
+
+from residual_keras._checks import (
+    check_choice,
+    check_image_input,
+    check_positive_int,
+    strided_size,
+)
+
+SHORTCUTS = ("A", "B")
+
+
+@keras.saving.register_keras_serializable(package="residual_keras")
+class PadShortcut(layers.Layer):
+    """Option A shortcut: subsample by `strides`, then zero-pad the channels.
+
+    `y[:, i, j, :] = concat(zeros, x[:, s*i, s*j, :], zeros)`. The new channels
+    are split evenly before and after the old ones, as in the widely used
+    reimplementation of the CIFAR ResNets. No trainable weights.
+
+    Args:
+        filters: int. Number of output channels; must be >= the input's.
+        strides: int. Spatial subsampling factor (1 keeps the size). Default 1.
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
+
+    Example:
+        >>> x = keras.random.normal((2, 32, 32, 16))
+        >>> PadShortcut(32, strides=2)(x).shape
+        (2, 16, 16, 32)
+    """
+
+    def __init__(self, filters, strides=1, **kwargs):
+        super().__init__(**kwargs)
+        self.filters = check_positive_int("filters", filters)
+        self.strides = check_positive_int("strides", strides)
+
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape)
+        in_channels = input_shape[-1]
+        if self.filters < in_channels:
+            raise ValueError(
+                f"PadShortcut (option A) can only add channels: input has "
+                f"{in_channels} channels but filters={self.filters}. Use "
+                f"shortcut='B' (a 1x1 projection) to reduce channels."
+            )
+        extra = self.filters - in_channels
+        self._pad_before = extra // 2
+        self._pad_after = extra - extra // 2
+
+    def call(self, inputs):
+        x = inputs[:, :: self.strides, :: self.strides, :]
+        if self._pad_before or self._pad_after:
+            padding = [[0, 0], [0, 0], [0, 0], [self._pad_before, self._pad_after]]
+            x = ops.pad(x, padding)
+        return x
+
+    def compute_output_shape(self, input_shape):
+        batch, height, width, _ = input_shape
+        return (
+            batch,
+            strided_size(height, self.strides),
+            strided_size(width, self.strides),
+            self.filters,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"filters": self.filters, "strides": self.strides})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="residual_keras")
+class ProjectionShortcut(layers.Layer):
+    """Option B shortcut: `x -> BN(Conv1x1_stride(x))`.
+
+    Args:
+        filters: int. Number of output channels.
+        strides: int. Stride of the 1x1 convolution. Default 1.
+        kernel_initializer: initializer of the 1x1 kernel. Default "he_normal".
+        kernel_regularizer: optional regularizer of the 1x1 kernel.
+        norm_momentum: float. BatchNorm moving-average momentum (Keras
+            convention: 0.9 equals PyTorch's momentum=0.1). Default 0.9.
+        norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Example:
+        >>> x = keras.random.normal((2, 32, 32, 16))
+        >>> ProjectionShortcut(32, strides=2)(x).shape
+        (2, 16, 16, 32)
+    """
+
+    def __init__(
+        self,
+        filters,
+        strides=1,
+        kernel_initializer="he_normal",
+        kernel_regularizer=None,
+        norm_momentum=0.9,
+        norm_epsilon=1e-5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.filters = check_positive_int("filters", filters)
+        self.strides = check_positive_int("strides", strides)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.norm_momentum = norm_momentum
+        self.norm_epsilon = norm_epsilon
+
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape)
+        self.conv = layers.Conv2D(
+            self.filters,
+            1,
+            strides=self.strides,
+            use_bias=False,
+            kernel_initializer=self.kernel_initializer,
+            kernel_regularizer=self.kernel_regularizer,
+            dtype=self.dtype_policy,
+            name="conv",
+        )
+        self.conv.build(input_shape)
+        self.norm = layers.BatchNormalization(
+            momentum=self.norm_momentum,
+            epsilon=self.norm_epsilon,
+            dtype=self.dtype_policy,
+            name="norm",
+        )
+        self.norm.build(self.conv.compute_output_shape(input_shape))
+
+    def call(self, inputs, training=None):
+        return self.norm(self.conv(inputs), training=training)
+
+    def compute_output_shape(self, input_shape):
+        batch, height, width, _ = input_shape
+        return (
+            batch,
+            strided_size(height, self.strides),
+            strided_size(width, self.strides),
+            self.filters,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "strides": self.strides,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "kernel_regularizer": keras.regularizers.serialize(
+                    self.kernel_regularizer
+                ),
+                "norm_momentum": self.norm_momentum,
+                "norm_epsilon": self.norm_epsilon,
+            }
+        )
+        return config
+
+
+def needs_projection(input_shape, filters, strides):
+    """True when a block with `filters` and `strides` changes the input's shape."""
+    return strides != 1 or input_shape[-1] != filters
+
+
+def make_shortcut(kind, input_shape, filters, strides, dtype=None, **projection_kwargs):
+    """The shortcut layer a block needs, or None for the identity.
+
+    Args:
+        kind: "A" (zero-pad, parameter-free) or "B" (1x1 projection).
+        input_shape: the block's input shape.
+        filters: the block's output channels.
+        strides: the block's stride.
+        dtype: dtype policy of the new layer.
+        **projection_kwargs: passed to `ProjectionShortcut` for option B.
+    """
+    check_choice("shortcut", kind, SHORTCUTS)
+    if not needs_projection(input_shape, filters, strides):
+        return None
+    if kind == "A":
+        return PadShortcut(filters, strides, dtype=dtype, name="shortcut")
+    return ProjectionShortcut(
+        filters, strides, dtype=dtype, name="shortcut", **projection_kwargs
+    )

@@ -1,0 +1,1 @@
+"""The two command-line tracks (vision, language) and their shared run machinery."""

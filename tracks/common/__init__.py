@@ -1,0 +1,1 @@
+"""Run machinery shared by the vision and language tracks."""
