@@ -1,0 +1,64 @@
+"""Deciding fast whether a TensorFlow Datasets dataset can be used.
+
+Offline, `tfds.load` of a dataset that is not prepared retries name
+resolution for minutes before failing. The tracks never call it blindly: they
+ask `tfds_status` first, which answers within `timeout` seconds:
+
+- "prepared": the dataset is already in the data directory; load it.
+- "downloadable": not prepared, but its download host answers.
+- "unavailable": neither; the caller falls back (or fails with a message).
+"""
+
+import concurrent.futures
+import os
+import socket
+
+# Where each dataset the tracks use is downloaded from (tfds' own URLs).
+DOWNLOAD_HOSTS = {
+    "cifar10": "www.cs.toronto.edu",
+    "tiny_shakespeare": "raw.githubusercontent.com",
+}
+
+
+def data_dir(explicit=None):
+    """The TFDS data directory: `explicit`, else $TFDS_DATA_DIR, else tfds' default."""
+    if explicit:
+        return os.path.expanduser(explicit)
+    return os.environ.get("TFDS_DATA_DIR") or os.path.expanduser("~/tensorflow_datasets")
+
+
+def is_prepared(name, directory=None):
+    """True when `name` has been downloaded and prepared in the data directory."""
+    import tensorflow_datasets as tfds
+
+    return tfds.builder(name, data_dir=data_dir(directory)).is_prepared()
+
+
+def host_reachable(host, port=443, timeout=5.0):
+    """True when a TCP connection to `host:port` opens within `timeout` seconds.
+
+    Name resolution has no timeout of its own, so the whole attempt runs in a
+    worker thread that is abandoned when the time is up.
+    """
+
+    def connect():
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(connect).result(timeout=timeout)
+    except Exception:  # timeout, DNS failure, refused: all mean "not now"
+        return False
+    finally:
+        pool.shutdown(wait=False)
+
+
+def tfds_status(name, directory=None, timeout=5.0):
+    """"prepared", "downloadable" or "unavailable", decided within about `timeout` s."""
+    if is_prepared(name, directory):
+        return "prepared"
+    host = DOWNLOAD_HOSTS.get(name)
+    if host is not None and host_reachable(host, timeout=timeout):
+        return "downloadable"
+    return "unavailable"
