@@ -1,0 +1,66 @@
+"""What both tracks' command lines share: options, errors, logging, time estimates."""
+
+import argparse
+import sys
+
+from tracks.common.config import ConfigError, add_config_options, config_from_args
+from tracks.common.run_dir import RunDirectory
+
+
+def log(message):
+    """Progress for the person at the terminal (the library itself never prints)."""
+    print(message, flush=True)
+
+
+def fail(message):
+    """A one-line error for bad input, exit code 2 (as argparse does)."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def train_parser(prog, description, config_cls, presets, default_preset, epilog=None):
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--preset", default=default_preset,
+        help=f"starting values for every option ({', '.join(presets)}; default: {default_preset}); "
+             "options given on the command line override them",
+    )
+    parser.add_argument("--out", default=None, help="run directory to create (default: runs/<track>-<timestamp>)")
+    parser.add_argument(
+        "--resume", default=None, metavar="RUN_DIR",
+        help="continue an interrupted run: finished models are skipped, the one in training "
+             "resumes from its last epoch; the run's own config.json is used",
+    )
+    add_config_options(parser, config_cls)
+    return parser
+
+
+def resolve_config(args, track, config_cls, presets):
+    """(config, run or None): a resumed run's own config, or the preset plus options."""
+    if args.resume:
+        return RunDirectory.resume(track, args.resume, config_cls)
+    return config_from_args(args, presets, config_cls), None
+
+
+def announce(run, config, runtime, specs, banner, estimated_seconds, data_line):
+    """What a person sees before training starts: banner, data, device, grid, estimate."""
+    if banner:
+        log("!" * 78 + f"\n!! {banner}\n" + "!" * 78)
+    log(f"run directory: {run.path}")
+    log(f"data: {data_line}")
+    log(f"device: {runtime.device}, precision {runtime.precision}, XLA {'on' if runtime.xla else 'off'}, "
+        f"strategy {runtime.strategy_name}")
+    log(f"preset {config.preset}: {len(specs)} models ({', '.join(spec.id for spec in specs)}); "
+        f"estimated time {format_minutes(estimated_seconds)}")
+
+
+def format_minutes(seconds):
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+__all__ = ["ConfigError", "announce", "fail", "format_minutes", "log", "resolve_config", "train_parser"]

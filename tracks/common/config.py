@@ -1,0 +1,119 @@
+"""A run's configuration: a frozen dataclass, filled from presets and argparse.
+
+Each track declares one dataclass whose fields carry their help text in
+`field(metadata={"help": ...})`. `build_parser` turns the fields into
+`--kebab-case` options (every default None, so that "not given" is visible),
+and `config_from_args` starts from the chosen preset and overrides only what
+the user gave. The config is validated in the dataclass' `__post_init__` and
+written to `config.json` in the run directory, which `--resume` reads back.
+"""
+
+import argparse
+import dataclasses
+import json
+import typing
+
+
+class ConfigError(ValueError):
+    """Bad user input: the CLI prints the message and exits with code 2."""
+
+
+def _is_tuple(hint):
+    return hint is tuple or typing.get_origin(hint) is tuple
+
+
+def option_name(field_name):
+    return "--" + field_name.replace("_", "-")
+
+
+def _parse_tuple(item_type, name):
+    def parse(text):
+        try:
+            return tuple(item_type(item.strip()) for item in text.split(",") if item.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{option_name(name)} expects a comma-separated list of "
+                f"{item_type.__name__}, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def _option_kwargs(field, hints):
+    """argparse keyword arguments for one dataclass field."""
+    hint = hints[field.name]
+    kwargs = {"default": None, "help": field.metadata.get("help", "")}
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if origin is typing.Union and len(args) == 1:  # Optional[X]
+        hint, origin = args[0], typing.get_origin(args[0])
+    if hint is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif origin is tuple:
+        item_type = typing.get_args(hint)[0]
+        kwargs["type"] = _parse_tuple(item_type, field.name)
+        kwargs["metavar"] = "A,B,..."
+    elif hint in (int, float, str):
+        kwargs["type"] = hint
+    if "choices" in field.metadata:
+        kwargs["choices"] = field.metadata["choices"]
+    return kwargs
+
+
+def add_config_options(parser, config_cls, *, skip=()):
+    """Adds one `--option` per field of `config_cls` (except those in `skip`)."""
+    hints = typing.get_type_hints(config_cls)
+    for field in dataclasses.fields(config_cls):
+        if field.name in skip or field.metadata.get("cli") is False:
+            continue
+        parser.add_argument(option_name(field.name), dest=field.name, **_option_kwargs(field, hints))
+
+
+def config_from_args(args, presets, config_cls):
+    """The preset named `args.preset`, with every option the user gave applied.
+
+    Raises:
+        ConfigError: unknown preset, or a value the dataclass rejects.
+    """
+    if args.preset not in presets:
+        raise ConfigError(
+            f"unknown preset {args.preset!r}; choose one of: {', '.join(presets)}"
+        )
+    base = presets[args.preset]
+    given = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(config_cls)
+        if field.name != "preset" and getattr(args, field.name, None) is not None
+    }
+    try:
+        return dataclasses.replace(base, preset=args.preset, **given)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error)) from None
+
+
+def config_to_dict(config):
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(config_cls, data):
+    """Rebuilds a config written by `config_to_dict` (tuples come back from lists)."""
+    hints = typing.get_type_hints(config_cls)
+    values = {}
+    for field in dataclasses.fields(config_cls):
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if _is_tuple(hints[field.name]) and isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    try:
+        return config_cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"config.json does not describe a valid run: {error}") from None
+
+
+def write_json(path, data):
+    """Writes JSON atomically (a crash never leaves half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    tmp.replace(path)

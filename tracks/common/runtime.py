@@ -1,0 +1,125 @@
+"""Where and how a run computes: device, precision, XLA and tf.distribute strategy.
+
+Defaults follow measurement and the known Keras pitfalls: XLA (`jit_compile=True`) on GPUs; bfloat16 mixed
+precision on GPUs that support it (compute capability >= 8.0); on a CPU the
+track says whether XLA is faster. `jit_compile="auto"` is never used, since
+Keras resolves it to "off" on a CPU and with tf.distribute.
+"""
+
+import dataclasses
+import os
+import platform
+
+import keras
+import tensorflow as tf
+
+PRECISIONS = ("auto", "bf16", "fp32")
+XLA_CHOICES = ("auto", "on", "off")
+STRATEGIES = ("none", "mirrored", "multiworker")
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    device: str
+    accelerator: bool
+    precision: str  # "bf16" or "fp32", as resolved
+    xla: bool
+    strategy_name: str
+    strategy: object = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def num_replicas(self):
+        return self.strategy.num_replicas_in_sync
+
+    def describe(self):
+        return {
+            "device": self.device,
+            "precision": self.precision,
+            "xla": self.xla,
+            "strategy": self.strategy_name,
+            "replicas": self.num_replicas,
+            "versions": versions(),
+        }
+
+
+def versions():
+    import numpy
+
+    return {
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "numpy": numpy.__version__,
+    }
+
+
+def _gpu_details():
+    gpus = tf.config.list_physical_devices("GPU")
+    details = []
+    for gpu in gpus:
+        info = tf.config.experimental.get_device_details(gpu)
+        details.append((info.get("device_name", gpu.name), info.get("compute_capability")))
+    return details
+
+
+def make_strategy(name, cpu_replicas=None):
+    """The tf.distribute strategy for `name` ("none", "mirrored", "multiworker").
+
+    `cpu_replicas` (tests): split the CPU into that many logical devices for a
+    mirrored strategy, so data parallelism can be exercised without GPUs. Must
+    be called before TensorFlow initialises its devices.
+    """
+    if name == "none":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        if cpu_replicas:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_replicas
+            )
+            devices = [f"/cpu:{i}" for i in range(cpu_replicas)]
+            return tf.distribute.MirroredStrategy(devices)
+        return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--strategy multiworker needs the TF_CONFIG environment variable "
+                "describing the cluster (see the README's multi-machine section)"
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+
+
+def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=False, seed=0, cpu_replicas=None):
+    """Seeds everything, sets the global dtype policy and returns the `Runtime`.
+
+    Args:
+        precision: "auto" (bf16 on GPUs with compute capability >= 8), "bf16", "fp32".
+        xla: "auto" (on for GPUs, `cpu_xla` on a CPU), "on", "off".
+        strategy: "none", "mirrored", "multiworker".
+        cpu_xla: the track's measured choice of XLA on a CPU.
+        seed: seeds Python, NumPy and the backend.
+        cpu_replicas: logical CPU devices for a mirrored strategy (tests).
+    """
+    strategy_object = make_strategy(strategy, cpu_replicas)  # before devices initialise
+    keras.utils.set_random_seed(seed)
+    gpus = _gpu_details()
+    if gpus:
+        name, capability = gpus[0]
+        device = f"{len(gpus)} x GPU {name} (compute capability {capability})"
+        bf16_ok = capability is not None and tuple(capability) >= (8, 0)
+    else:
+        device = f"CPU ({os.cpu_count()} cores)"
+        bf16_ok = False
+    if precision == "auto":
+        precision = "bf16" if bf16_ok else "fp32"
+    keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
+    use_xla = {"on": True, "off": False, "auto": bool(gpus) or cpu_xla}[xla]
+    return Runtime(
+        device=device,
+        accelerator=bool(gpus),
+        precision=precision,
+        xla=use_xla,
+        strategy_name=strategy,
+        strategy=strategy_object,
+    )

@@ -1,0 +1,1 @@
+"""Language track: a character-level Transformer LM with and without residual connections."""
