@@ -1,0 +1,430 @@
+"""Tests for tracks/vision/data.py: sources, splits, normalisation, tf.data pipelines.
+
+Nothing here touches the network: tfds is mocked or its status monkeypatched,
+image folders are written with PIL into tmp_path, and the decode cache goes
+to tmp_path through $RESIDUAL_KERAS_CACHE.
+"""
+
+import os
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tracks.common import tfds_source
+from tracks.vision import data as vision_data
+from tracks.vision.data import (
+    SYNTHETIC_CLASS_NAMES,
+    VisionData,
+    load_vision_data,
+    make_datasets,
+    parse_source,
+)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESIDUAL_KERAS_CACHE", str(tmp_path / "cache"))
+
+
+SMALL = (100, 20)  # synthetic (train, test) sizes that take milliseconds
+
+
+def quiet(message):
+    pass
+
+
+def small_data(count=24, size=8, classes=3, seed=0, validation=False):
+    """A hand-made VisionData of random images (statistics as the loader computes them)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (count, size, size, 3), dtype=np.uint8)
+    y = (np.arange(count) % classes).astype(np.int32)
+    mean, std = vision_data.normalisation_statistics(x)
+    return VisionData(
+        name="synthetic",
+        x_train=x,
+        y_train=y,
+        x_val=x[:5] if validation else None,
+        y_val=y[:5] if validation else None,
+        x_test=x[:10],
+        y_test=y[:10],
+        class_names=tuple(f"c{i}" for i in range(classes)),
+        mean=mean,
+        std=std,
+    )
+
+
+def all_batches(dataset):
+    images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in dataset])
+    return np.concatenate(images), np.concatenate(labels)
+
+
+# --------------------------------------------------------------------------- #
+# parse_source
+# --------------------------------------------------------------------------- #
+
+
+def test_parse_source_accepts_the_forms_and_normalises_folder_paths(tmp_path):
+    assert parse_source("auto") == "auto"
+    assert parse_source(" CIFAR10 ") == "cifar10"
+    assert parse_source("synthetic") == "synthetic"
+    assert parse_source(f"folder:{tmp_path}/.") == f"folder:{tmp_path}"
+
+
+@pytest.mark.parametrize(
+    "source, words",
+    [
+        ("imagenet", ["'imagenet'", "auto", "cifar10", "synthetic", "folder:PATH"]),
+        ("", ["''", "folder:PATH"]),
+        ("folder:", ["no path"]),
+        ("folder:/no/such/dir", ["/no/such/dir", "not a directory"]),
+        (None, ["None"]),
+    ],
+)
+def test_parse_source_rejects_bad_values_naming_them(source, words):
+    with pytest.raises(ValueError) as error:
+        parse_source(source)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_load_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="train_size must be an int >= 1, got 0"):
+        load_vision_data("synthetic", train_size=0, log=quiet)
+    with pytest.raises(ValueError, match="validation_size 90 \\+ train_size 20 exceeds the 100"):
+        load_vision_data(
+            "synthetic", train_size=20, validation_size=90, log=quiet, synthetic_examples=SMALL
+        )
+
+
+# --------------------------------------------------------------------------- #
+# synthetic
+# --------------------------------------------------------------------------- #
+
+
+def test_synthetic_is_deterministic_balanced_and_seed_dependent():
+    sizes = dict(train_examples=300, test_examples=100)
+    x, y, x_test, y_test, names = vision_data.make_synthetic_images(seed=3, **sizes)
+    again = vision_data.make_synthetic_images(seed=3, **sizes)
+    other = vision_data.make_synthetic_images(seed=4, **sizes)
+    assert x.shape == (300, 32, 32, 3) and x.dtype == np.uint8
+    assert x_test.shape == (100, 32, 32, 3) and y.dtype == np.int32
+    assert names == SYNTHETIC_CLASS_NAMES and len(set(names)) == 10
+    np.testing.assert_array_equal(np.bincount(y), [30] * 10)  # exactly balanced
+    np.testing.assert_array_equal(np.bincount(y_test), [10] * 10)
+    for a, b in zip((x, y, x_test, y_test), again[:4]):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(x, other[0])
+    assert not np.array_equal(x, x_test[:100].repeat(3, axis=0))  # test is not train
+    # Not blank: every image has contrast, and the classes differ on average.
+    assert (x.reshape(300, -1).std(axis=1) > 10).all()
+    class_means = np.stack([x[y == c].mean() for c in range(10)])
+    assert 60 < class_means.min() and class_means.max() < 200
+
+
+def test_synthetic_load_defaults_split_and_normalisation_statistics():
+    data = load_vision_data(
+        "synthetic",
+        seed=1,
+        validation_size=200,
+        train_size=500,
+        log=quiet,
+        synthetic_examples=(1000, 300),
+    )
+    assert data.name == "synthetic" and data.banner is None
+    assert data.x_train.shape == (500, 32, 32, 3) and data.x_val.shape == (200, 32, 32, 3)
+    assert data.x_test.shape == (300, 32, 32, 3)
+    np.testing.assert_array_equal(np.bincount(data.y_train), [50] * 10)  # stratified
+    np.testing.assert_array_equal(np.bincount(data.y_val), [20] * 10)
+    assert data.mean.shape == (32, 32, 3) and data.mean.dtype == np.float32
+    np.testing.assert_allclose(data.mean, data.x_train.mean(axis=0), atol=1e-3)
+    residual = data.x_train.astype(np.float64) - data.mean
+    np.testing.assert_allclose(data.std, residual.std(axis=(0, 1, 2)), rtol=1e-4)
+    normalised = data.normalize(data.x_train)
+    np.testing.assert_allclose(normalised.astype(np.float64).mean(axis=(0, 1, 2)), 0, atol=1e-4)
+    np.testing.assert_allclose(normalised.astype(np.float64).std(axis=(0, 1, 2)), 1, atol=1e-4)
+
+
+def test_synthetic_other_image_size():
+    x, *_ = vision_data.make_synthetic_images(
+        seed=0, image_size=16, train_examples=20, test_examples=10
+    )
+    assert x.shape == (20, 16, 16, 3)
+
+
+# --------------------------------------------------------------------------- #
+# splits
+# --------------------------------------------------------------------------- #
+
+
+def test_validation_is_disjoint_from_train_and_fixed_when_train_size_changes():
+    x, y, *_ = vision_data.make_synthetic_images(seed=0, train_examples=400, test_examples=10)
+    ids = np.arange(400)  # split the ids the same way as the images
+    x_train, y_train, x_val, y_val = vision_data._split(ids, y, 7, None, 100)
+    assert len(x_train) == 300 and len(x_val) == 100
+    assert not set(x_train) & set(x_val) and set(x_train) | set(x_val) == set(range(400))
+    np.testing.assert_array_equal(y_val, y[x_val])
+    np.testing.assert_array_equal(np.bincount(y_val), [10] * 10)
+    subset, y_subset, same_val, _ = vision_data._split(ids, y, 7, 50, 100)
+    np.testing.assert_array_equal(same_val, x_val)  # hold-out independent of train_size
+    assert set(subset) <= set(x_train) and len(subset) == 50
+    np.testing.assert_array_equal(np.bincount(y_subset), [5] * 10)
+    again, *_ = vision_data._split(ids, y, 7, 50, 100)
+    other, *_ = vision_data._split(ids, y, 8, 50, 100)
+    np.testing.assert_array_equal(again, subset)
+    assert not np.array_equal(other, subset)
+
+
+def test_stratified_choice_keeps_class_proportions():
+    labels = np.array([0] * 60 + [1] * 30 + [2] * 10)
+    chosen = vision_data.stratified_choice(labels, 20, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.bincount(labels[chosen]), [12, 6, 2])
+    assert len(set(chosen)) == 20
+
+
+# --------------------------------------------------------------------------- #
+# auto and cifar10 (tfds), offline
+# --------------------------------------------------------------------------- #
+
+
+def test_auto_falls_back_to_synthetic_fast_with_a_banner_when_offline(tmp_path, monkeypatch):
+    monkeypatch.setattr(tfds_source, "host_reachable", lambda *args, **kwargs: False)
+    lines = []
+    start = time.monotonic()  # the full default synthetic set is made here
+    data = load_vision_data("auto", data_dir=str(tmp_path / "tfds"), log=lines.append)
+    assert time.monotonic() - start < 10
+    assert data.name == "synthetic" and data.x_train.shape == (10_000, 32, 32, 3)
+    assert "SYNTHETIC" in data.banner and "NOT CIFAR-10" in data.banner
+    assert str(tmp_path / "tfds") in data.banner
+    assert any(data.banner in line and "!!!!" in line for line in lines)
+
+
+def test_cifar10_requested_but_unavailable_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "unavailable")
+    with pytest.raises(ValueError) as error:
+        load_vision_data("cifar10", data_dir=str(tmp_path), log=quiet)
+    message = str(error.value)
+    assert "\n" not in message
+    for words in (str(tmp_path), "tfds.load('cifar10'", "--data-dir", "folder:PATH", "synthetic"):
+        assert words in message
+
+
+def test_data_dir_comes_from_tfds_data_dir_when_not_given(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "env"))
+
+    def status(name, directory, timeout):
+        asked.append(directory)
+        return "unavailable"
+
+    monkeypatch.setattr(tfds_source, "tfds_status", status)
+    data = load_vision_data("auto", log=quiet, synthetic_examples=SMALL)
+    assert asked == [str(tmp_path / "env")] and data.banner is not None
+    load_vision_data("auto", data_dir=str(tmp_path / "flag"), log=quiet, synthetic_examples=SMALL)
+    assert asked[-1] == str(tmp_path / "flag")
+
+
+def test_cifar10_through_tfds_mock_data(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    # mock_data replaces the reading of prepared files with random examples
+    # made from the builder's features; "prepared" skips the host check.
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "prepared")
+    with tfds.testing.mock_data(num_examples=40, policy=tfds.testing.MockPolicy.USE_CODE):
+        data = load_vision_data("auto", data_dir=str(tmp_path), validation_size=10, log=quiet)
+    assert data.name == "cifar10" and data.banner is None
+    assert data.x_train.shape == (30, 32, 32, 3) and data.x_train.dtype == np.uint8
+    assert data.x_val.shape == (10, 32, 32, 3) and data.x_test.shape == (40, 32, 32, 3)
+    assert data.y_train.dtype == np.int32 and data.y_test.dtype == np.int32
+    assert data.class_names[0] == "airplane" and len(data.class_names) == 10
+    assert 0 <= data.y_train.min() and data.y_train.max() < 10
+
+
+def test_cifar10_load_failure_in_auto_falls_back_and_in_cifar10_raises(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "prepared")
+    monkeypatch.setattr(vision_data, "_load_cifar10", broken)
+    data = load_vision_data("auto", data_dir=str(tmp_path), log=quiet, synthetic_examples=SMALL)
+    assert data.name == "synthetic" and "disk on fire" in data.banner
+    with pytest.raises(ValueError, match="cifar10 could not be loaded.*disk on fire"):
+        load_vision_data("cifar10", data_dir=str(tmp_path), log=quiet)
+
+
+# --------------------------------------------------------------------------- #
+# folder:PATH
+# --------------------------------------------------------------------------- #
+
+CLASSES = ("cat", "dog", "emu")
+
+
+def write_tree(root, per_class=4, size=(32, 32), classes=CLASSES):
+    """root/{train,test}/<class>/ with PNG and JPEG images; each class one colour."""
+    for split in ("train", "test"):
+        for label, name in enumerate(classes):
+            folder = root / split / name
+            folder.mkdir(parents=True)
+            for index in range(per_class):
+                colour = (80 * label + 20, 10 * index, 200 - 60 * label)
+                image = Image.new("RGB", size, colour)
+                suffix = ".png" if index % 2 else ".jpg"
+                image.save(folder / f"{index}{suffix}", quality=95)
+    return root
+
+
+def test_folder_loads_labels_sizes_and_uses_the_cache(tmp_path):
+    root = write_tree(tmp_path / "images")
+    (root / "train" / "cat" / "notes.txt").write_text("not an image")  # ignored
+    lines = []
+    data = load_vision_data(f"folder:{root}", log=lines.append)
+    assert data.name == f"folder:{root}" and data.class_names == CLASSES
+    assert data.x_train.shape == (12, 32, 32, 3) and data.x_test.shape == (12, 32, 32, 3)
+    np.testing.assert_array_equal(data.y_train, np.repeat([0, 1, 2], 4))
+    # Each class was painted one colour (JPEG is lossy: a few levels off).
+    for label in range(3):
+        red = data.x_train[data.y_train == label][..., 0]
+        assert np.abs(red.astype(int) - (80 * label + 20)).max() <= 3
+    assert any("decoding 24 images" in line for line in lines)
+
+    lines.clear()
+    cached = load_vision_data(f"folder:{root}", log=lines.append)
+    assert any("from the cache" in line for line in lines)
+    np.testing.assert_array_equal(cached.x_train, data.x_train)
+    np.testing.assert_array_equal(cached.y_test, data.y_test)
+
+    # A damaged cache file is ignored and rewritten.
+    (cache_file,) = (tmp_path / "cache").glob("folder-*.npz")
+    cache_file.write_bytes(b"PK\x03\x04 truncated")
+    lines.clear()
+    rebuilt = load_vision_data(f"folder:{root}", log=lines.append)
+    assert any("ignoring the unreadable cache" in line for line in lines)
+    np.testing.assert_array_equal(rebuilt.x_train, data.x_train)
+    assert np.load(cache_file)["x_train"].shape == (12, 32, 32, 3)
+
+    # Touching the tree (a new image) invalidates the cache.
+    Image.new("RGB", (32, 32), (0, 0, 0)).save(root / "train" / "dog" / "9.png")
+    lines.clear()
+    grown = load_vision_data(f"folder:{root}", log=lines.append)
+    assert len(grown.x_train) == 13 and any("decoding 25 images" in line for line in lines)
+
+
+def test_folder_resizes_other_sizes_and_reads_formats_tf_cannot(tmp_path):
+    root = write_tree(tmp_path / "images", per_class=2, size=(48, 40))
+    Image.new("RGB", (20, 20), (250, 0, 0)).save(root / "train" / "emu" / "x.tiff")
+    data = load_vision_data(f"folder:{root}", image_size=16, log=quiet)
+    assert data.x_train.shape == (7, 16, 16, 3) and data.x_test.shape == (6, 16, 16, 3)
+    assert tuple(data.x_train[-1, 8, 8]) == (250, 0, 0)  # the TIFF, decoded by PIL
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda root: os.rename(root / "test", root / "tests"), ["has no test/ directory"]),
+        (
+            lambda root: [p.unlink() for p in (root / "train" / "dog").iterdir()],
+            ["train/dog has no images"],
+        ),
+        (
+            lambda root: (root / "train" / "dog" / "1.png").write_bytes(b""),
+            ["train/dog/1.png is empty (0 bytes)"],
+        ),
+        (
+            lambda root: (root / "test" / "emu" / "2.jpg").write_bytes(b"\xff\xd8\xff garbage"),
+            ["test/emu/2.jpg cannot be decoded"],
+        ),
+        (
+            lambda root: os.rename(root / "test" / "emu", root / "test" / "owl"),
+            ["different classes", "only in train: ['emu']", "only in test: ['owl']"],
+        ),
+        (
+            lambda root: [os.rename(root / "train" / c, root / f"moved_{c}") for c in CLASSES],
+            ["train has no class folders"],
+        ),
+    ],
+    ids=["missing-test", "empty-class", "zero-byte", "corrupt", "class-sets", "no-classes"],
+)
+def test_folder_errors_name_the_problem(tmp_path, damage, words):
+    root = write_tree(tmp_path / "images", per_class=3)
+    damage(root)
+    with pytest.raises(ValueError) as error:
+        load_vision_data(f"folder:{root}", log=quiet)
+    message = str(error.value)
+    assert "\n" not in message and str(root) in message
+    for word in words:
+        assert word in message
+
+
+# --------------------------------------------------------------------------- #
+# make_datasets
+# --------------------------------------------------------------------------- #
+
+
+def test_train_batches_have_one_shape_and_cover_each_image_once_per_epoch():
+    data = small_data(count=26)
+    train, val, test = make_datasets(data, 8, augment=False, seed=0)
+    assert val is None
+    shapes = [tuple(x.shape) for x, _ in train]
+    assert shapes == [(8, 8, 8, 3)] * 3  # 26 // 8 full batches, remainder dropped
+    images, labels = all_batches(train)
+    assert images.dtype == np.float32 and labels.dtype == np.int32
+    # Un-normalise and find every batch image in the training set, once.
+    raw = np.rint(images * data.std + data.mean).astype(np.uint8)
+    found = [int(np.flatnonzero((data.x_train == image).all(axis=(1, 2, 3)))[0]) for image in raw]
+    assert len(set(found)) == 24
+    np.testing.assert_array_equal(labels, data.y_train[found])
+
+
+def test_shuffle_is_seeded_and_changes_every_epoch(tmp_path):
+    data = small_data(count=32)
+    first, _, _ = make_datasets(data, 8, seed=5)
+    second, _, _ = make_datasets(data, 8, seed=5)
+    epoch_1, labels_1 = all_batches(first)
+    epoch_2, _ = all_batches(first)
+    np.testing.assert_array_equal(all_batches(second)[0], epoch_1)  # same seed, same run
+    assert not np.array_equal(epoch_1, epoch_2)  # a new order and new crops each epoch
+    other, _, _ = make_datasets(data, 8, seed=6)
+    assert not np.array_equal(all_batches(other)[0], epoch_1)
+
+
+def test_augmentation_is_a_zero_padded_crop_and_flip_of_the_same_image():
+    data = small_data(count=32, size=8)
+    plain, _, _ = make_datasets(data, 16, augment=False, seed=2, padding=2)
+    augmented, _, _ = make_datasets(data, 16, augment=True, seed=2, padding=2)
+    originals, labels = all_batches(plain)
+    crops, crop_labels = all_batches(augmented)
+    np.testing.assert_array_equal(crop_labels, labels)  # same order, same labels
+    assert crops.shape == originals.shape
+    assert not np.allclose(crops, originals)
+    kinds = set()
+    for original, crop in zip(originals, crops):
+        padded = np.pad(original, ((2, 2), (2, 2), (0, 0)))  # zeros in normalised space
+        matches = []
+        for dy in range(5):
+            for dx in range(5):
+                window = padded[dy : dy + 8, dx : dx + 8]
+                for flip in (False, True):
+                    if np.array_equal(window[:, ::-1] if flip else window, crop):
+                        matches.append((dy, dx, flip))
+        assert matches, "augmented image is not a crop/flip of its original"
+        kinds.update(matches)
+    assert len({flip for _, _, flip in kinds}) == 2 and len(kinds) > 5  # really random
+
+
+def test_eval_sets_are_in_order_complete_normalised_and_deterministic():
+    data = small_data(count=24, validation=True)
+    _, val, test = make_datasets(data, 4)
+    images, labels = all_batches(test)
+    assert [tuple(x.shape)[0] for x, _ in test] == [4, 4, 2]  # no drop for eval
+    np.testing.assert_array_equal(labels, data.y_test)
+    np.testing.assert_allclose(images, data.normalize(data.x_test), atol=1e-5)
+    np.testing.assert_array_equal(all_batches(test)[0], images)  # deterministic
+    np.testing.assert_array_equal(all_batches(val)[1], data.y_val)
+    _, _, dropped = make_datasets(data, 4, eval_drop_remainder=True)
+    assert len(all_batches(dropped)[1]) == 8
+
+
+def test_make_datasets_rejects_a_batch_larger_than_the_training_set():
+    with pytest.raises(ValueError, match="batch_size 64 is larger than the 24 training images"):
+        make_datasets(small_data(count=24), 64)

@@ -1,0 +1,1 @@
+"""The vision track: CIFAR-style image classification with residual and plain ResNets."""
