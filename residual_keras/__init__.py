@@ -7,11 +7,22 @@ network side by side, the builders of the networks the course trains, and
 instruments that measure the difference.
 """
 
-from residual_keras import models
+from residual_keras import diagnostics, models, plots
+from residual_keras.diagnostics import (
+    activation_norms,
+    gradient_norms,
+    jacobian_norm,
+    lesion,
+    scalar_chain,
+    stream_contributions,
+)
+from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
-from residual_keras.models import cifar_resnet, count_trainable_params
+from residual_keras.generate import generate
+from residual_keras.models import cifar_resnet, count_trainable_params, transformer_lm
 from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
 from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
+from residual_keras.transformer import TransformerBlock
 
 __version__ = "0.1.0"
 
@@ -23,7 +34,19 @@ __all__ = [
     "ProjectionShortcut",
     "ScalarBias",
     "ScalarScale",
+    "TokenAndPositionEmbedding",
+    "TransformerBlock",
+    "activation_norms",
     "cifar_resnet",
     "count_trainable_params",
+    "diagnostics",
+    "generate",
+    "gradient_norms",
+    "jacobian_norm",
+    "lesion",
     "models",
+    "plots",
+    "scalar_chain",
+    "stream_contributions",
+    "transformer_lm",
 ]

@@ -5,14 +5,27 @@ section 4.2: a 3x3 stem with `width` filters, three stages of n blocks on
 32x32, 16x16 and 8x8 maps with width, 2*width and 4*width filters (the first
 block of stages 2 and 3 has stride 2), global average pooling and a dense
 classifier. Depth = 6n + 2 weighted layers.
+
+`transformer_lm` is a decoder-only character language model of
+`TransformerBlock`s (Pre-LN, Post-LN, their plain twins, or ReZero) with
+GPT-2's initialisation, the shape of nanoGPT's models.
 """
+
+import math
 
 import keras
 from keras import layers
 
 from residual_keras._checks import check_choice, check_positive_int
+from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.resnet_blocks import BasicBlock
+from residual_keras.transformer import (
+    NORM_POSITIONS,
+    TransformerBlock,
+    check_heads,
+    check_residual,
+)
 
 NORMS = ("batchnorm", "fixup")
 
@@ -170,3 +183,119 @@ def cifar_resnet(
         name = f"{kind}{depth}"
     return keras.Model(inputs, outputs, name=name)
 
+
+def transformer_lm(
+    vocab_size,
+    sequence_length,
+    num_layers,
+    *,
+    embed_dim=128,
+    num_heads=4,
+    intermediate_dim=None,
+    norm_position="pre",
+    residual=True,
+    dropout=0.0,
+    name=None,
+):
+    """A decoder-only (GPT-style) language model of `TransformerBlock`s.
+
+    tokens (B, T) -> `embedding` (token + position) -> [`embedding_dropout`]
+    -> `block1` ... `block{num_layers}` -> [`final_norm`] -> `lm_head` ->
+    logits (B, T, vocab_size). T may vary from 1 to `sequence_length`.
+
+    `final_norm` (a LayerNorm before the head) exists for Pre-LN only, residual
+    or plain: a Pre-LN stream is never normalised by its blocks (GPT-2 adds
+    this LN; Xiong et al. 2020). A Post-LN block already ends with a LayerNorm,
+    so Post-LN (residual or plain) has none, as in Vaswani et al. 2017; ReZero
+    has no LayerNorm anywhere (Bachlechner et al. 2020). A plain twin thus has
+    exactly the same weights as its residual model.
+
+    Initialisation, GPT-2's as written in nanoGPT's `model.py`
+    (`_init_weights` and the `c_proj.weight` loop; Radford et al. 2019,
+    section 2.3): every dense kernel and both embedding tables N(0, 0.02),
+    biases 0, and the two projections per block that write into the residual
+    stream (attention output, second feed-forward kernel) N(0, 0.02 / sqrt(2L))
+    with L = num_layers, so that the 2L residual additions keep the stream's
+    variance O(1) at initialisation. The head is not tied to the token
+    embedding and has a bias (like the PyTorch peer benchmark).
+
+    Trainable parameters of nanoGPT's CPU "baby GPT",
+    `transformer_lm(65, 64, 4, embed_dim=128, num_heads=4)`: 818,241 (the
+    same as the PyTorch peer `torch_chargpt.py`; nanoGPT itself reports 0.80M
+    because it ties the head to the token embedding, has no head bias and
+    does not count position embeddings).
+
+    Args:
+        vocab_size: int. Number of token ids.
+        sequence_length: int. Longest context (number of learned positions).
+        num_layers: int. Number of Transformer blocks L.
+        embed_dim: int. Width of the residual stream. Default 128.
+        num_heads: int. Attention heads; must divide embed_dim. Default 4.
+        intermediate_dim: int or None. Feed-forward hidden width; default
+            4 * embed_dim.
+        norm_position: "pre" or "post". Default "pre".
+        residual: True, False (plain twin) or "rezero". Default True.
+        dropout: float in [0, 1). Embedding, attention and residual dropout.
+            Default 0.
+        name: optional model name; default e.g. "transformer_lm_pre",
+            "plain_lm_post" or "rezero_lm".
+
+    Returns:
+        A `keras.Model` from int token ids (B, T) to float32 logits
+        (B, T, vocab_size), float32 even under mixed precision (use
+        `from_logits=True` losses).
+
+    Example:
+        >>> model = transformer_lm(65, 64, 4)
+        >>> count_trainable_params(model)
+        818241
+    """
+    check_positive_int("vocab_size", vocab_size)
+    check_positive_int("sequence_length", sequence_length)
+    check_positive_int("num_layers", num_layers)
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("num_heads", num_heads)
+    check_heads(embed_dim, num_heads)
+    check_choice("norm_position", norm_position, NORM_POSITIONS)
+    check_residual(residual)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+
+    def normal(stddev):
+        return keras.initializers.RandomNormal(stddev=stddev)
+
+    inputs = keras.Input(shape=(None,), dtype="int32", name="tokens")
+    x = TokenAndPositionEmbedding(
+        vocab_size,
+        sequence_length,
+        embed_dim,
+        embeddings_initializer=normal(0.02),
+        name="embedding",
+    )(inputs)  # (B, T, C)
+    if dropout:
+        x = layers.Dropout(dropout, name="embedding_dropout")(x)
+    for index in range(num_layers):
+        x = TransformerBlock(
+            num_heads,
+            intermediate_dim,
+            norm_position=norm_position,
+            residual=residual,
+            dropout=dropout,
+            kernel_initializer=normal(0.02),
+            output_kernel_initializer=normal(0.02 / math.sqrt(2 * num_layers)),
+            name=f"block{index + 1}",
+        )(x)
+    if norm_position == "pre" and residual != "rezero":
+        x = layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+    logits = layers.Dense(
+        vocab_size,
+        kernel_initializer=normal(0.02),
+        dtype="float32",
+        name="lm_head",
+    )(x)  # (B, T, vocab_size)
+    if name is None:
+        if residual == "rezero":
+            name = "rezero_lm"
+        else:
+            name = f"{'transformer' if residual else 'plain'}_lm_{norm_position}"
+    return keras.Model(inputs, logits, name=name)

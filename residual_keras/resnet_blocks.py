@@ -20,6 +20,7 @@ from residual_keras._checks import (
     check_positive_int,
     strided_size,
 )
+from residual_keras._initializers import clone_initializer
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
 
 
@@ -75,7 +76,7 @@ class _ConvBlock(layers.Layer):
             strides=strides,
             padding="same",
             use_bias=False,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer,
             dtype=self.dtype_policy,
             name=f"{name}_conv",
@@ -103,7 +104,7 @@ class _ConvBlock(layers.Layer):
                 self.output_channels,
                 self.strides,
                 dtype=self.dtype_policy,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 kernel_regularizer=self.kernel_regularizer,
                 norm_momentum=self.norm_momentum,
                 norm_epsilon=self.norm_epsilon,

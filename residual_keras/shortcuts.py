@@ -20,6 +20,7 @@ from residual_keras._checks import (
     check_positive_int,
     strided_size,
 )
+from residual_keras._initializers import clone_initializer
 
 SHORTCUTS = ("A", "B")
 
@@ -128,7 +129,7 @@ class ProjectionShortcut(layers.Layer):
             1,
             strides=self.strides,
             use_bias=False,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer,
             dtype=self.dtype_policy,
             name="conv",

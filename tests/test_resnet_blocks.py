@@ -87,3 +87,14 @@ def test_bad_block_arguments_name_the_value():
         BottleneckBlock(0)
     # The plain twin has no shortcut to match, so fewer channels are fine.
     assert BasicBlock(2, residual=False)(X).shape == (2, 8, 8, 2)
+
+
+def test_every_kernel_gets_its_own_random_start():
+    # One unseeded Keras initializer draws the same numbers at every call;
+    # each conv must get a fresh copy, or conv1 == conv2 at initialisation.
+    block = BasicBlock(4)
+    block.build(X.shape)
+    kernel1 = keras.ops.convert_to_numpy(block.conv1.kernel)
+    kernel2 = keras.ops.convert_to_numpy(block.conv2.kernel)
+    assert kernel1.shape == kernel2.shape
+    assert not np.allclose(kernel1, kernel2)

@@ -1,0 +1,118 @@
+"""Sampling text from a causal language model, one token at a time.
+
+Autoregressive generation (as in GPT-2 and nanoGPT's `generate`): given the
+tokens so far x_1..x_n, the model gives logits z for x_{n+1}; the next token is
+
+    x_{n+1} ~ softmax(z / temperature), restricted to the top_k largest logits,
+
+or `argmax z` when greedy (temperature 0 or top_k 1). The model sees at most
+its `sequence_length` last tokens (the context window slides).
+
+Every step runs the model on a window of one fixed shape, (1, sequence_length),
+with the tokens at the start and zeros after them, and reads the logits at the
+last real token. The model is causal, so the padding after that position
+cannot change them, and because the shape never changes the model's predict
+function is traced (and, if the model was compiled with `jit_compile=True`,
+XLA-compiled) once instead of once per length.
+"""
+
+import numpy as np
+
+from residual_keras._checks import check_positive_int
+
+
+def _embedding_of(model):
+    try:
+        embedding = model.get_layer("embedding")
+    except ValueError:
+        embedding = None
+    if not all(hasattr(embedding, name) for name in ("sequence_length", "vocab_size")):
+        raise ValueError(
+            f"generate needs a model with a layer named 'embedding' that has "
+            f"`sequence_length` and `vocab_size` (as built by transformer_lm); "
+            f"model {model.name!r} has none."
+        )
+    return embedding
+
+
+def _check_prompt(prompt_tokens, vocab_size):
+    prompt = np.asarray(prompt_tokens)
+    if prompt.ndim != 1:
+        raise ValueError(
+            f"prompt_tokens must be a 1D sequence of token ids, got shape {prompt.shape}."
+        )
+    if prompt.size == 0:
+        raise ValueError("prompt_tokens is empty: give at least one token id.")
+    if not np.issubdtype(prompt.dtype, np.integer):
+        raise ValueError(f"prompt_tokens must be integers, got dtype {prompt.dtype}.")
+    bad = prompt[(prompt < 0) | (prompt >= vocab_size)]
+    if bad.size:
+        raise ValueError(
+            f"prompt_tokens contains id {int(bad[0])}, outside [0, {vocab_size}) "
+            f"(the model's vocab_size is {vocab_size})."
+        )
+    return prompt.astype("int32")
+
+
+def _next_token(logits, temperature, top_k, rng):
+    """Samples one id from one row of logits (vocab_size,)."""
+    if temperature == 0 or top_k == 1:
+        return int(np.argmax(logits))
+    logits = logits.astype("float64") / temperature
+    if top_k is not None and top_k < logits.size:
+        kth_largest = np.partition(logits, -top_k)[-top_k]
+        logits = np.where(logits < kth_largest, -np.inf, logits)
+    probs = np.exp(logits - logits.max())
+    return int(rng.choice(logits.size, p=probs / probs.sum()))
+
+
+def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, seed=None):
+    """Continues `prompt_tokens` with `num_tokens` ids sampled from `model`.
+
+    Args:
+        model: a causal language model from int ids (B, T) to logits
+            (B, T, vocab_size) with a layer named "embedding" that has
+            `sequence_length` and `vocab_size`, such as `transformer_lm`'s.
+            Runs in inference mode (no dropout).
+        prompt_tokens: 1D sequence of int ids in [0, vocab_size), at least one.
+            It may be longer than `sequence_length`: only its last
+            `sequence_length` ids are seen.
+        num_tokens: int >= 0. How many ids to add.
+        temperature: float >= 0. Divides the logits; 0 means greedy (argmax).
+            Default 1.0.
+        top_k: int >= 1 or None. Sample only among the k most likely ids
+            (k larger than the vocabulary means all of them); 1 means greedy.
+            Default None (all ids).
+        seed: int or None. Seed of the sampler (a NumPy generator): the same
+            seed, model and prompt give the same ids. Default None.
+
+    Returns:
+        A 1D NumPy int32 array: the prompt followed by `num_tokens` new ids.
+
+    Example:
+        >>> model = transformer_lm(65, 64, 2)
+        >>> generate(model, [1, 2, 3], 5, seed=0).shape
+        (8,)
+    """
+    embedding = _embedding_of(model)
+    window, vocab_size = embedding.sequence_length, embedding.vocab_size
+    tokens = _check_prompt(prompt_tokens, vocab_size)
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)) or (
+        num_tokens < 0
+    ):
+        raise ValueError(f"num_tokens must be an integer >= 0, got {num_tokens!r}.")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature!r}.")
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+    rng = np.random.default_rng(seed)
+
+    tokens = list(tokens)
+    batch = np.zeros((1, window), dtype="int32")  # one fixed shape for every step
+    for _ in range(num_tokens):
+        context = tokens[-window:]  # slide: keep the last `window` ids
+        batch[0, : len(context)] = context
+        batch[0, len(context) :] = 0  # padding after the last token: never attended to
+        logits = np.asarray(model.predict_on_batch(batch))  # (1, window, vocab_size)
+        tokens.append(_next_token(logits[0, len(context) - 1], temperature, top_k, rng))
+    return np.asarray(tokens, dtype="int32")

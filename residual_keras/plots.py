@@ -1,0 +1,442 @@
+"""Figures of the diagnostics: one function per instrument of `diagnostics`.
+
+Each function takes the plain data an instrument returns (one result or a
+list of them, e.g. a plain and a residual network), draws it on a
+`matplotlib.figure.Figure` and returns the figure; with `path=` it also
+saves it (PNG, SVG or PDF by the file's extension). Figures are made
+without `pyplot`, so nothing opens a window, no global state is touched, and
+everything works headless (on a server, in CI, in a thread).
+
+Every function accepts `banner`, a line put above the title (for example
+"SYNTHETIC DATA" when the numbers do not come from the real data set), and
+`labels`, one legend label per result (by default each result's `model`
+name).
+
+The reference curves are the course's equations: `c^L` for products of L
+Jacobians of norm c (`jacobian`), `sqrt(L)` for a stream that adds L
+branches of fixed size (`activation_growth`), `alpha^L` and `(1 + alpha)^L`
+for the scalar chain (`scalar_chain`).
+"""
+
+import os
+
+import numpy as np
+from matplotlib.figure import Figure
+
+_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown")
+
+
+def _as_list(results):
+    """One result (a dict) or several (a list/tuple of dicts) -> list of dicts."""
+    if isinstance(results, dict):
+        return [results]
+    results = list(results)
+    if not results or not all(isinstance(result, dict) for result in results):
+        raise TypeError(
+            "Expected an instrument's result (a dict) or a non-empty list of them."
+        )
+    return results
+
+
+def _labels(results, labels):
+    if labels is None:
+        return [
+            result.get("model") or f"model {i + 1}" for i, result in enumerate(results)
+        ]
+    if isinstance(labels, str):
+        labels = [labels]
+    labels = list(labels)
+    if len(labels) != len(results):
+        raise ValueError(
+            f"Got {len(labels)} labels for {len(results)} results: give one label "
+            "per result."
+        )
+    return labels
+
+
+def _color(index):
+    return _COLORS[index % len(_COLORS)]
+
+
+def _figure(title, banner, figsize=(7.0, 4.5)):
+    figure = Figure(figsize=figsize, layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(f"{banner}\n{title}" if banner else title)
+    if banner:
+        axes.title.set_color("darkred")
+    axes.grid(True, which="major", alpha=0.3)
+    return figure, axes
+
+
+def _finish(figure, path):
+    if path is not None:
+        directory = os.path.dirname(os.fspath(path))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        figure.savefig(path, dpi=120)
+    return figure
+
+
+def _positive(values):
+    """Values for a log axis: zeros and negatives become NaN (a gap, not an error)."""
+    values = np.asarray(values, dtype="float64")
+    return np.where(values > 0, values, np.nan)
+
+
+def gradient_flow(
+    results, labels=None, *, relative=True, path=None, banner=None, title=None
+):
+    """Gradient norm along the residual stream, input to output, for several models.
+
+    Args:
+        results: one `diagnostics.gradient_norms` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        relative: bool. Divide each curve by its value at the last block's
+            output, so all curves end at 1 and show the gain from the output
+            back to each block. Default True.
+        path: optional file to save the figure to.
+        banner: optional line above the title (e.g. "SYNTHETIC DATA").
+        title: optional title; a default one describes the plot.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result (log y axis).
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    what = r"$\|\partial L/\partial x_\ell\|$"
+    if relative:
+        what += r" / $\|\partial L/\partial x_L\|$"
+    figure, axes = _figure(
+        title or f"Gradient flow back through the blocks: {what}", banner
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        norms = np.asarray(result["stream_grad_norms"], dtype="float64")
+        if relative:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                norms = norms / norms[-1]
+        mode = "train" if result.get("training", True) else "inference"
+        axes.plot(
+            np.arange(len(norms)),
+            _positive(norms),
+            marker="o",
+            markersize=3,
+            color=_color(index),
+            label=f"{label} (gain {result['gain']:.3g}, BN {mode} mode)",
+        )
+    axes.set_yscale("log")
+    axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")
+    axes.set_xlabel(
+        r"stream point $\ell$ (0 = first block's input, L = last block's output)"
+    )
+    axes.set_ylabel(what)
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def jacobian(
+    results, labels=None, *, references=(), path=None, banner=None, title=None
+):
+    """Spectral norm of d x_l / d x_0 against depth l, with `c^l` reference lines.
+
+    A result with `cumulative` norms (`jacobian_norm(..., cumulative=True)`)
+    is drawn as a line over l = 1..L (the mean over examples, with the
+    min-max range shaded); one without is a single marker at depth L, so a
+    list of models of different depths also draws a curve.
+
+    Args:
+        results: one `diagnostics.jacobian_norm` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        references: numbers c; each draws the dashed line `c^l`
+            (e.g. (0.2, 0.8, 1.2) for branches with ||J_f|| <= 0.2).
+            The line at 1 (the identity) is always drawn.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure (log y axis).
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title
+        or r"Jacobian of the stream: $\|\partial x_\ell / \partial x_0\|_2$ vs depth",
+        banner,
+    )
+    max_depth = 1
+    for index, (result, label) in enumerate(zip(results, labels)):
+        color = _color(index)
+        if result.get("cumulative") is not None:
+            norms = np.asarray(result["cumulative"], dtype="float64")
+            depths = np.arange(1, len(norms) + 1)
+            axes.plot(depths, _positive(norms.mean(axis=1)), color=color, label=label)
+            if norms.shape[1] > 1:
+                axes.fill_between(
+                    depths,
+                    _positive(norms.min(axis=1)),
+                    _positive(norms.max(axis=1)),
+                    color=color,
+                    alpha=0.2,
+                    linewidth=0,
+                )
+            max_depth = max(max_depth, len(norms))
+        else:
+            total = np.asarray(result["total"], dtype="float64")
+            depth = len(result["names"])
+            axes.errorbar(
+                [depth],
+                [total.mean()],
+                yerr=[[total.mean() - total.min()], [total.max() - total.mean()]],
+                marker="o",
+                color=color,
+                label=label,
+                capsize=3,
+            )
+            max_depth = max(max_depth, depth)
+    depths = np.linspace(0, max_depth, 200)
+    for c in references:
+        axes.plot(
+            depths,
+            _positive(float(c) ** depths),
+            color="gray",
+            linestyle="--",
+            linewidth=1,
+        )
+        axes.annotate(
+            f"${c:g}^\\ell$",
+            (depths[-1], float(c) ** depths[-1]),
+            xytext=(3, 0),
+            textcoords="offset points",
+            color="gray",
+            fontsize="small",
+            va="center",
+            annotation_clip=False,
+        )
+    axes.axhline(1.0, color="black", linewidth=1, linestyle=":", label="1 (identity)")
+    axes.set_yscale("log")
+    axes.set_xlim(0, max_depth * 1.08)
+    axes.set_xlabel(r"depth $\ell$ (number of blocks)")
+    axes.set_ylabel(r"spectral norm $\|\partial x_\ell / \partial x_0\|_2$")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def activation_growth(
+    results, labels=None, *, log_y=False, path=None, banner=None, title=None
+):
+    """RMS of the residual stream against depth, with a sqrt(L) reference.
+
+    The reference is `sqrt(r_0^2 + k l)`, the growth of a stream that adds l
+    independent branches of equal size, fitted to the first result's
+    first and last points.
+
+    Args:
+        results: one `diagnostics.activation_norms` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        log_y: bool. Logarithmic y axis (for exponential growth). Default False.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result plus the reference.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title or r"Growth of the residual stream: RMS of $x_\ell$", banner
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        rms = np.asarray(result["rms"], dtype="float64").mean(axis=1)
+        axes.plot(
+            np.arange(len(rms)),
+            rms,
+            marker="o",
+            markersize=3,
+            color=_color(index),
+            label=label,
+        )
+    first = np.asarray(results[0]["rms"], dtype="float64").mean(axis=1)
+    depth = len(first) - 1
+    if depth >= 1:
+        slope = max((first[-1] ** 2 - first[0] ** 2) / depth, 0.0)
+        depths = np.linspace(0, depth, 200)
+        axes.plot(
+            depths,
+            np.sqrt(first[0] ** 2 + slope * depths),
+            color="gray",
+            linestyle="--",
+            linewidth=1,
+            label=rf"sqrt growth $\sqrt{{{first[0] ** 2:.3g} + {slope:.3g}\,\ell}}$",
+        )
+    if log_y:
+        axes.set_yscale("log")
+    axes.set_xlabel(
+        r"stream point $\ell$ (0 = first block's input, else output of block $\ell$)"
+    )
+    axes.set_ylabel("RMS of the stream (mean over examples)")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def lesion(results, labels=None, *, path=None, banner=None, title=None):
+    """Bar chart of the metric with each single block removed, and the intact metric.
+
+    Several results (e.g. residual and plain) are drawn as grouped bars with
+    one dashed "intact" line each. Blocks that cannot be removed (a plain
+    block that changes shape) get an "n/a" mark instead of a bar.
+
+    Args:
+        results: one `diagnostics.lesion` result or a list of them (same
+            number of blocks for grouped bars; the first one's block names
+            label the x axis).
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one bar per removable block and result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    metric = results[0].get("metric", "metric")
+    num_blocks = max(len(result["names"]) for result in results)
+    width = 0.8 / len(results)
+    figure, axes = _figure(
+        title or f"Lesion study: {metric} with one block removed",
+        banner,
+        figsize=(max(7.0, 0.35 * num_blocks * len(results) + 2), 4.5),
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        color = _color(index)
+        offset = (index - (len(results) - 1) / 2) * width
+        positions = np.arange(len(result["names"])) + offset
+        values = result["lesioned"]
+        removable = [i for i, value in enumerate(values) if value is not None]
+        axes.bar(
+            positions[removable],
+            [values[i] for i in removable],
+            width=width,
+            color=color,
+            alpha=0.8,
+            label=f"{label}, one block removed",
+        )
+        for i, value in enumerate(values):
+            if value is None:
+                axes.annotate(
+                    "n/a",
+                    (positions[i], 0),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize="x-small",
+                    rotation=90,
+                    color=color,
+                )
+        axes.axhline(
+            result["intact"],
+            color=color,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"{label}, intact ({result['intact']:.3g})",
+        )
+    values = [v for result in results for v in (result["intact"], *result["lesioned"])]
+    if all(value is None or value >= 0 for value in values):
+        axes.set_ylim(bottom=0)
+    names = results[0]["names"]
+    axes.set_xticks(np.arange(len(names)))
+    axes.set_xticklabels(names, rotation=90, fontsize="x-small")
+    axes.set_xlabel("removed block")
+    axes.set_ylabel(metric)
+    figure.legend(loc="outside right upper", fontsize="small")
+    return _finish(figure, path)
+
+
+def stream(results, labels=None, *, path=None, banner=None, title=None):
+    """What attention and feed-forward add to the stream, per block, relative to it.
+
+    Args:
+        results: one `diagnostics.stream_contributions` result or a list of
+            them. Attention is drawn solid with circles, feed-forward dashed
+            with squares, one color per result (mean over examples).
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with two lines per result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title or r"Update sizes: $\|$sublayer output$\|$ / $\|$stream$\|$ per block",
+        banner,
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        blocks = np.arange(1, len(result["names"]) + 1)
+        color = _color(index)
+        axes.plot(
+            blocks,
+            np.asarray(result["attention"]).mean(axis=1),
+            color=color,
+            marker="o",
+            label=f"{label}: attention",
+        )
+        axes.plot(
+            blocks,
+            np.asarray(result["feedforward"]).mean(axis=1),
+            color=color,
+            marker="s",
+            linestyle="--",
+            label=f"{label}: feed-forward",
+        )
+    axes.set_xlabel(r"block $\ell$")
+    axes.set_ylabel("relative update size (mean over examples)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def scalar_chain(results, labels=None, *, path=None, banner=None, title=None):
+    """|gain| of L scalar blocks `f(x) = alpha x`: plain vs residual, log scale.
+
+    Plain `|alpha|^L` is dashed, residual `|1 + alpha|^L` solid, one color
+    per alpha.
+
+    Args:
+        results: one `diagnostics.scalar_chain` result or a list of them
+            (several alphas).
+        labels: one label per result. Default: "alpha = ...".
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with two lines per result (log y axis).
+    """
+    results = _as_list(results)
+    if labels is None:
+        labels = [rf"$\alpha$ = {result['alpha']:g}" for result in results]
+    labels = _labels(results, labels)
+    if title is None and len(results) == 1:
+        result = results[0]
+        title = (
+            rf"Scalar chain, $\alpha$ = {result['alpha']:g}, L = {result['depth']}: "
+            f"plain {result['plain_gain']:.3g}, residual {result['residual_gain']:.3g}"
+        )
+    figure, axes = _figure(
+        title or r"Scalar chain: gain of L blocks $f(x) = \alpha x$", banner
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        color = _color(index)
+        axes.plot(
+            result["depths"],
+            _positive(np.abs(result["plain"])),
+            color=color,
+            linestyle="--",
+            label=rf"{label}: plain $|\alpha|^L$",
+        )
+        axes.plot(
+            result["depths"],
+            _positive(np.abs(result["residual"])),
+            color=color,
+            label=rf"{label}: residual $|1 + \alpha|^L$",
+        )
+    axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")
+    axes.set_yscale("log")
+    axes.set_xlabel("depth L (number of blocks)")
+    axes.set_ylabel(r"$|\partial x_L / \partial x_0|$")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)

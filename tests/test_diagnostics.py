@@ -1,0 +1,444 @@
+"""The instruments of residual_keras.diagnostics, each on a case with a known answer."""
+
+import numpy as np
+import pytest
+
+import keras
+from keras import layers, ops
+from residual_keras import BasicBlock
+from residual_keras.diagnostics import (
+    activation_norms,
+    gradient_norms,
+    jacobian_norm,
+    lesion,
+    scalar_chain,
+    stream_contributions,
+)
+from residual_keras.models import cifar_resnet, transformer_lm
+
+
+
+# --------------------------------------------------------------------------
+# Helpers: linear and hand-built stacks whose answers are known
+# --------------------------------------------------------------------------
+
+
+def dense_with_kernel(matrix):
+    """A bias-free Dense layer computing `x @ matrix`."""
+    dense = layers.Dense(matrix.shape[1], use_bias=False)
+    dense.build((None, matrix.shape[0]))
+    dense.kernel.assign(matrix)
+    return dense
+
+
+def residual(function):
+    return lambda x: x + function(x)
+
+
+class ConstantLinearBlock(layers.Layer):
+    """`y = x + x @ A` (or `x @ A` when plain) with a fixed matrix A."""
+
+    def __init__(self, matrix, residual=True, **kwargs):
+        super().__init__(**kwargs)
+        self.matrix = np.asarray(matrix, dtype="float32")
+        self.residual = residual
+
+    def call(self, x):
+        branch = ops.matmul(x, self.matrix)
+        return x + branch if self.residual else branch
+
+
+class UnitRandomBranch(layers.Layer):
+    """`y = x + (x / rms(x)) @ W`, W ~ N(0, 1/d): every branch adds RMS ~1."""
+
+    def __init__(self, width, seed, **kwargs):
+        super().__init__(**kwargs)
+        self.matrix = np.random.default_rng(seed).normal(
+            0.0, 1.0 / np.sqrt(width), (width, width)
+        ).astype("float32")
+
+    def call(self, x):
+        rms = ops.sqrt(ops.mean(ops.square(x), axis=-1, keepdims=True))
+        return x + ops.matmul(x / rms, self.matrix)
+
+
+def block_stack(blocks, input_shape, num_classes=None):
+    """A functional model: input -> blocks -> (optional pool + classifier)."""
+    inputs = keras.Input(input_shape)
+    x = inputs
+    for block in blocks:
+        x = block(x)
+    if num_classes is not None:
+        if len(input_shape) == 3:
+            x = layers.GlobalAveragePooling2D(name="pool")(x)
+        x = layers.Dense(num_classes, name="classifier")(x)
+    return keras.Model(inputs, x)
+
+
+# --------------------------------------------------------------------------
+# scalar_chain
+# --------------------------------------------------------------------------
+
+
+def test_scalar_chain_worked_example_is_exact():
+    chain = scalar_chain(-0.1, 50)
+    assert chain["plain_gain"] == 1e-50  # exactly, not 1.0000000000000027e-50
+    assert chain["residual_gain"] == pytest.approx(5.1537752e-3, rel=1e-8)
+    assert chain["residual_gain"] == pytest.approx(0.9**50, rel=1e-14)
+    np.testing.assert_array_equal(chain["depths"], np.arange(51))
+    assert chain["plain"][0] == chain["residual"][0] == 1.0
+    assert chain["plain"][2] == 0.01 and chain["residual"][2] == 0.81
+    assert scalar_chain(-0.1, 51)["plain_gain"] == -1e-51  # the sign alternates
+    assert scalar_chain("1/2", 3)["residual_gain"] == 3.375
+
+
+@pytest.mark.parametrize(
+    "alpha, depth, error",
+    [(0.1, 0, ValueError), (float("nan"), 3, ValueError), (None, 3, TypeError)],
+)
+def test_scalar_chain_rejects_bad_input(alpha, depth, error):
+    with pytest.raises(error):
+        scalar_chain(alpha, depth)
+
+
+# --------------------------------------------------------------------------
+# jacobian_norm
+# --------------------------------------------------------------------------
+
+
+def test_jacobian_norm_of_linear_residual_stack_matches_numpy():
+    rng = np.random.default_rng(0)
+    width, depth = 12, 6
+    scale = 0.4 / np.sqrt(width)
+    matrices = [rng.normal(0, scale, (width, width)) for _ in range(depth)]
+    stack = [residual(dense_with_kernel(matrix)) for matrix in matrices]
+    x = rng.normal(size=(3, width)).astype("float32")
+    result = jacobian_norm(stack, x, cumulative=True)
+
+    # Row vectors: x_l = x_{l-1} (I + A_l), so x_L = x_0 (I + A_1) ... (I + A_L).
+    identity = np.eye(width)
+    product, prefix_norms = identity, []
+    for matrix in matrices:
+        product = product @ (identity + matrix)
+        prefix_norms.append(np.linalg.norm(product, 2))
+    expected_blocks = [np.linalg.norm(identity + matrix, 2) for matrix in matrices]
+
+    assert result["total"].shape == (3,)  # one norm per example
+    np.testing.assert_allclose(result["total"], prefix_norms[-1], rtol=1e-3)
+    per_example = np.ones((1, 3))
+    np.testing.assert_allclose(
+        result["cumulative"], np.array(prefix_norms)[:, None] * per_example, rtol=1e-3
+    )
+    np.testing.assert_allclose(
+        result["per_block"], np.array(expected_blocks)[:, None] * per_example, rtol=1e-3
+    )
+    assert result["names"] == [f"block{i}" for i in range(1, depth + 1)]
+    assert result["converged"]
+
+
+def test_jacobian_bounds_with_small_branch_jacobians():
+    """||J_f|| <= 0.2: residual norm in [0.8^L, 1.2^L], plain norm <= 0.2^L."""
+    rng = np.random.default_rng(0)
+    width, depth = 16, 20
+    branches = []
+    for _ in range(depth):
+        matrix = rng.normal(size=(width, width))
+        matrix /= np.linalg.norm(matrix, 2)  # ||W|| = 1, so ||J|| <= 0.2 * 1
+        dense = dense_with_kernel(matrix)
+        branches.append(lambda x, dense=dense: 0.2 * ops.tanh(dense(x)))
+    x = rng.normal(size=(4, width)).astype("float32")
+
+    residual_result = jacobian_norm([residual(f) for f in branches], x)
+    plain_result = jacobian_norm(branches, x, per_block=False)
+
+    assert np.all(residual_result["total"] >= 0.8**depth)
+    assert np.all(residual_result["total"] <= 1.2**depth)
+    assert np.all(residual_result["per_block"] >= 0.8 - 1e-6)
+    assert np.all(residual_result["per_block"] <= 1.2 + 1e-6)
+    assert np.all(plain_result["total"] <= 0.2**depth)
+    assert np.all(plain_result["total"] > 0)  # tiny, but no underflow to 0
+
+
+def test_jacobian_norm_of_tiny_plain_gain_does_not_underflow():
+    """0.2^20 ~ 1e-14 times a product of random unit-norm matrices: ~1e-19."""
+    rng = np.random.default_rng(0)
+    width, depth = 16, 20
+    matrices = [rng.normal(size=(width, width)) for _ in range(depth)]
+    matrices = [0.2 * m / np.linalg.norm(m, 2) for m in matrices]
+    x = rng.normal(size=(2, width)).astype("float32")
+    result = jacobian_norm([dense_with_kernel(m) for m in matrices], x, per_block=False)
+    expected = np.linalg.norm(np.linalg.multi_dot(matrices), 2)
+    assert expected < 1e-18
+    np.testing.assert_allclose(result["total"], expected, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"zero_gamma": True}, {"norm": "fixup"}], ids=["zero_gamma", "fixup"]
+)
+def test_zero_branch_resnets_start_as_the_identity(kwargs):
+    rng = np.random.default_rng(0)
+    model = cifar_resnet(20, width=4, input_shape=(16, 16, 3), **kwargs)
+    x = rng.normal(size=(2, 16, 16, 3)).astype("float32")
+    result = jacobian_norm(model, x)
+    assert result["names"][0] == "stage1_block1" and len(result["names"]) == 9
+    np.testing.assert_allclose(result["total"], 1.0, atol=1e-4)
+    np.testing.assert_allclose(result["per_block"], 1.0, atol=1e-4)
+
+
+def test_jacobian_norm_rejects_bad_input():
+    with pytest.raises(TypeError):
+        jacobian_norm([], np.zeros((1, 2), "float32"))
+    with pytest.raises(ValueError, match="no residual_keras blocks"):
+        jacobian_norm(block_stack([layers.Dense(2)], (2,)), np.zeros((1, 2), "float32"))
+
+
+# --------------------------------------------------------------------------
+# gradient_norms
+# --------------------------------------------------------------------------
+
+
+def test_gradient_norms_shapes_order_and_zero_gamma_branches():
+    rng = np.random.default_rng(0)
+    model = cifar_resnet(14, width=4, input_shape=(8, 8, 3), zero_gamma=True)
+    x = rng.normal(size=(4, 8, 8, 3)).astype("float32")
+    result = gradient_norms(model, x)
+
+    names = [f"stage{s}_block{b}" for s in (1, 2, 3) for b in (1, 2)]
+    assert result["names"] == names
+    assert result["stream_grad_norms"].shape == (7,)
+    assert result["weight_names"] == [w.path for w in model.trainable_weights]
+    assert result["weight_grad_norms"].shape == result["weight_norms"].shape == (
+        len(model.trainable_weights),
+    )
+    assert result["loss"] > 0 and result["training"] is True
+    labels = rng.integers(0, 10, size=4)
+    crossentropy = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    expected_loss = float(crossentropy(labels, model(x, training=True)))
+    for loss in (None, crossentropy):  # None: the default is this loss
+        given = gradient_norms(model, x, labels, loss=loss)
+        assert given["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    grads = dict(zip(result["weight_names"], result["weight_grad_norms"]))
+    for name in names:  # the last gamma is 0, so nothing reaches the convolutions
+        assert grads[f"{name}/branch1_conv/kernel"] == 0.0
+        assert grads[f"{name}/branch2_conv/kernel"] == 0.0
+        assert grads[f"{name}/branch2_norm/gamma"] > 0.0
+
+
+def test_gradient_norms_of_linear_residual_stack_match_closed_form():
+    rng = np.random.default_rng(0)
+    width, depth, batch = 6, 5, 3
+    scale = 0.5 / np.sqrt(width)
+    matrices = [rng.normal(0, scale, (width, width)) for _ in range(depth)]
+    blocks = [ConstantLinearBlock(m, name=f"linear{i}") for i, m in enumerate(matrices)]
+    model = block_stack(blocks, (width,))
+    direction = rng.normal(size=width).astype("float32")
+    x = rng.normal(size=(batch, width)).astype("float32")
+
+    result = gradient_norms(
+        model,
+        x,
+        loss=lambda y_true, y_pred: ops.sum(y_pred * direction),
+        blocks=[block.name for block in blocks],
+    )
+
+    # dL/dx_L = direction for each example; dL/dx_{l-1} = dL/dx_l (I + A_l)^T.
+    grad = np.tile(direction, (batch, 1)).astype("float64")
+    expected = [np.linalg.norm(grad)]
+    for matrix in reversed(matrices):
+        grad = grad @ (np.eye(width) + matrix).T
+        expected.append(np.linalg.norm(grad))
+    np.testing.assert_allclose(result["stream_grad_norms"], expected[::-1], rtol=1e-5)
+    assert result["gain"] == pytest.approx(expected[-1] / expected[0], rel=1e-5)
+
+
+def test_gradient_gain_at_depth_residual_vs_plain():
+    """50 BasicBlocks, width 8: the plain net's training-mode gain explodes."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4, 4, 8)).astype("float32")
+    gains = {}
+    for is_residual in (True, False):
+        model = block_stack(
+            [BasicBlock(8, residual=is_residual) for _ in range(50)], (4, 4, 8), 10
+        )
+        gains[is_residual] = gradient_norms(model, x)["gain"]
+        if not is_residual:
+            frozen = gradient_norms(model, x, training=False)["gain"]
+    assert 3 < gains[True] < 300  # about 30
+    assert gains[False] > 1e5  # about 6e6: BN batch statistics amplify
+    assert gains[False] / gains[True] > 1e3
+    assert frozen < 1e-3  # frozen statistics: the same gradient vanishes
+
+
+# --------------------------------------------------------------------------
+# activation_norms
+# --------------------------------------------------------------------------
+
+
+def test_activation_norms_grow_like_sqrt_depth_without_normalisation():
+    rng = np.random.default_rng(0)
+    width, depth = 256, 64
+    blocks = [UnitRandomBranch(width, seed=i, name=f"unit{i}") for i in range(depth)]
+    model = block_stack(blocks, (width,))
+    x = rng.normal(size=(8, width)).astype("float32")  # RMS ~1
+    result = activation_norms(model, x, blocks=[block.name for block in blocks])
+
+    assert result["rms"].shape == (depth + 1, 8)
+    np.testing.assert_array_equal(result["depths"], np.arange(depth + 1))
+    rms = result["rms"].mean(axis=1)
+    expected = np.sqrt(rms[0] ** 2 + np.arange(depth + 1))  # branches add in quadrature
+    np.testing.assert_allclose(rms, expected, rtol=0.1)
+    slope = np.polyfit(np.log(np.arange(16, depth + 1)), np.log(rms[16:]), 1)[0]
+    assert 0.4 < slope < 0.6
+
+
+def test_activation_norms_of_cifar_resnet_match_block_outputs():
+    rng = np.random.default_rng(0)
+    model = cifar_resnet(8, width=4, input_shape=(8, 8, 3))
+    x = rng.normal(size=(2, 8, 8, 3)).astype("float32")
+    result = activation_norms(model, x, training=False)
+    last = keras.Model(model.input, model.get_layer("stage3_block1").output)(x)
+    expected = np.sqrt(np.mean(np.square(ops.convert_to_numpy(last)), axis=(1, 2, 3)))
+    np.testing.assert_allclose(result["rms"][-1], expected, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# lesion
+# --------------------------------------------------------------------------
+
+
+def test_lesion_of_dead_block_changes_nothing_live_block_does():
+    rng = np.random.default_rng(0)
+    inputs = keras.Input((8, 8, 4))
+    x = layers.Conv2D(4, 3, padding="same", name="stem")(inputs)
+    x = BasicBlock(4, zero_gamma=True, name="dead")(x)  # branch == 0
+    x = BasicBlock(4, name="live")(x)
+    outputs = layers.Dense(5, name="classifier")(layers.GlobalAveragePooling2D()(x))
+    model = keras.Model(inputs, outputs)
+    images = rng.normal(size=(64, 8, 8, 4)).astype("float32")
+    logits_before = ops.convert_to_numpy(model(images))
+    labels = logits_before.argmax(axis=-1)  # the intact model is 100% right
+
+    accuracy = lesion(model, (images, labels), batch_size=32)
+    crossentropy = lesion(model, (images, labels), metric="crossentropy")
+
+    assert accuracy["names"] == ["dead", "live"]
+    assert accuracy["intact"] == 1.0
+    assert accuracy["lesioned"][0] == 1.0
+    assert accuracy["lesioned"][1] < 0.9
+    intact = crossentropy["intact"]
+    assert crossentropy["lesioned"][0] == pytest.approx(intact, abs=1e-6)
+    assert abs(crossentropy["lesioned"][1] - intact) > 0.01
+    assert accuracy["removed_as"] == ["ReLU(shortcut(x))"] * 2
+    np.testing.assert_array_equal(ops.convert_to_numpy(model(images)), logits_before)
+
+
+def test_lesion_of_plain_net_skips_blocks_that_change_shape():
+    rng = np.random.default_rng(0)
+    model = cifar_resnet(8, width=4, residual=False, input_shape=(8, 8, 3))
+    images = rng.normal(size=(6, 8, 8, 3)).astype("float32")
+    labels = rng.integers(0, 10, size=6)
+    batches = [(images[:4], labels[:4]), (images[4:], labels[4:])]  # any iterable
+    result = lesion(model, batches)
+    assert result["names"] == ["stage1_block1", "stage2_block1", "stage3_block1"]
+    assert isinstance(result["lesioned"][0], float)
+    assert result["lesioned"][1:] == [None, None]
+    assert result["removed_as"][0] == "identity"
+    assert result["removed_as"][1].startswith("shape changes")
+    assert result["metric"] == "accuracy" and 0.0 <= result["intact"] <= 1.0
+
+
+# --------------------------------------------------------------------------
+# Transformers: ReZero identity at init, stream_contributions
+# --------------------------------------------------------------------------
+
+VOCAB, LENGTH = 11, 6
+TOKENS = np.random.default_rng(1).integers(0, VOCAB, size=(3, LENGTH))
+
+
+def tiny_lm(**kwargs):
+    return transformer_lm(VOCAB, LENGTH, 3, embed_dim=8, num_heads=2, **kwargs)
+
+
+def test_rezero_lm_starts_as_the_identity():
+    model = tiny_lm(residual="rezero")
+    jacobian = jacobian_norm(model, TOKENS)
+    assert jacobian["names"] == ["block1", "block2", "block3"]
+    np.testing.assert_allclose(jacobian["total"], 1.0, atol=1e-4)
+    np.testing.assert_allclose(jacobian["per_block"], 1.0, atol=1e-4)
+    stream_grads = gradient_norms(model, TOKENS)["stream_grad_norms"]
+    np.testing.assert_allclose(stream_grads, stream_grads[-1], rtol=1e-6)  # all equal
+    contributions = stream_contributions(model, TOKENS)
+    np.testing.assert_array_equal(contributions["attention"], 0.0)
+    np.testing.assert_array_equal(contributions["feedforward"], 0.0)
+    lesioned = lesion(model, (TOKENS, TOKENS), metric="crossentropy")
+    assert lesioned["removed_as"] == ["identity"] * 3
+    np.testing.assert_allclose(lesioned["lesioned"], lesioned["intact"], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"norm_position": "pre"},
+        {"norm_position": "post"},
+        {"norm_position": "pre", "residual": False},
+        {"norm_position": "post", "residual": False},
+        {"residual": "rezero"},
+    ],
+    ids=["pre", "post", "plain_pre", "plain_post", "rezero"],
+)
+def test_stream_contributions_match_hand_computed_ratios(kwargs):
+    model = tiny_lm(**kwargs)
+    block = model.get_layer("block2")
+    if kwargs.get("residual") == "rezero":
+        block.rezero_alpha.assign(0.5)  # else every contribution is 0
+    result = stream_contributions(model, TOKENS)
+    assert result["attention"].shape == result["feedforward"].shape == (3, 3)
+    assert result["stream_rms"].shape == (4, 3)
+
+    # Block 2 by hand, from the equations of each variant.
+    x = keras.Model(model.input, block.input)(TOKENS)
+    a = block.attention_branch(x)
+    stream = x + a if kwargs.get("residual", True) is not False else a
+    if kwargs.get("norm_position") == "post":
+        stream = block.attention_norm(stream)
+    m = block.feedforward_branch(stream)
+    output = stream + m if kwargs.get("residual", True) is not False else m
+    if kwargs.get("norm_position") == "post":
+        output = block.feedforward_norm(output)
+    # The hand-composed block is the block (so the measured points are the right ones).
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(output),
+        ops.convert_to_numpy(block(x)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+    def norms(t):
+        return np.linalg.norm(ops.convert_to_numpy(t).reshape(len(TOKENS), -1), axis=1)
+
+    np.testing.assert_allclose(result["attention"][1], norms(a) / norms(x), rtol=1e-5)
+    np.testing.assert_allclose(
+        result["feedforward"][1], norms(m) / norms(stream), rtol=1e-5
+    )
+    if kwargs.get("residual") == "rezero":  # only block2's alpha is nonzero
+        np.testing.assert_array_equal(result["attention"][[0, 2]], 0.0)
+        np.testing.assert_array_equal(result["feedforward"][[0, 2]], 0.0)
+    assert np.all(result["attention"][1] > 0) and np.all(result["feedforward"][1] > 0)
+
+
+def test_rezero_contribution_is_linear_in_alpha():
+    model = tiny_lm(residual="rezero")
+    block = model.get_layer("block1")
+    block.rezero_alpha.assign(0.25)
+    quarter = stream_contributions(model, TOKENS)["attention"][0]
+    block.rezero_alpha.assign(0.5)
+    half = stream_contributions(model, TOKENS)["attention"][0]
+    assert np.all(quarter > 0)
+    np.testing.assert_allclose(half, 2 * quarter, rtol=1e-5)
+
+
+def test_stream_contributions_needs_transformer_blocks():
+    with pytest.raises(TypeError, match="TransformerBlock"):
+        stream_contributions(
+            cifar_resnet(8, width=4, input_shape=(8, 8, 3)), np.zeros((1, 8, 8, 3))
+        )

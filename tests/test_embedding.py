@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+
+import keras
+from layer_checks import run_layer_test
+from residual_keras.embedding import TokenAndPositionEmbedding
+
+IDS = np.random.default_rng(0).integers(0, 10, (2, 8)).astype("int32")  # (B, T)
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+@pytest.mark.parametrize("length", [8, 12], ids=["shorter", "full"])
+def test_token_and_position_embedding_layer(tmp_path, length):
+    """The shared checks with int inputs (run_layer_test keeps non-float inputs as they are)."""
+    ids = np.tile(IDS, (1, 2))[:, :length]
+    run_layer_test(
+        TokenAndPositionEmbedding,
+        {"vocab_size": 10, "sequence_length": 12, "embed_dim": 16},
+        ids,
+        (2, length, 16),
+        tmp_path,
+        expected_num_trainable_weights=2,
+    )
+
+
+def test_output_is_token_plus_position_embedding():
+    layer = TokenAndPositionEmbedding(10, 12, 16)
+    out = _numpy(layer(IDS))
+    tokens = _numpy(layer.token_embedding.embeddings)  # (10, 16)
+    positions = _numpy(layer.position_embedding.embeddings)  # (12, 16)
+    np.testing.assert_allclose(out, tokens[IDS] + positions[None, :8], rtol=1e-6)
+    assert tokens.shape == (10, 16) and positions.shape == (12, 16)
+
+
+def test_shorter_inputs_use_the_first_positions():
+    layer = TokenAndPositionEmbedding(10, 12, 16)
+    full = _numpy(layer(IDS))
+    np.testing.assert_array_equal(_numpy(layer(IDS[:, :3])), full[:, :3])
+    # Same token at two positions: different vectors (the position is learned in).
+    same = _numpy(layer(np.full((1, 2), 4, "int32")))
+    assert not np.allclose(same[0, 0], same[0, 1])
+
+
+def test_symbolic_variable_length():
+    inputs = keras.Input(shape=(None,), dtype="int32")
+    outputs = TokenAndPositionEmbedding(10, 12, 16)(inputs)
+    assert tuple(outputs.shape) == (None, None, 16)
+    model = keras.Model(inputs, outputs)
+    assert model(IDS[:, :5]).shape == (2, 5, 16)
+
+
+def test_mixed_precision_output_and_variables():
+    layer = TokenAndPositionEmbedding(10, 12, 16, dtype="mixed_bfloat16")
+    out = layer(IDS)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert all(variable.dtype == "float32" for variable in layer.weights)
+
+
+def test_initializer_is_used_for_both_tables():
+    init = keras.initializers.RandomNormal(stddev=0.02)
+    layer = TokenAndPositionEmbedding(500, 400, 64, embeddings_initializer=init)
+    layer.build((None, 8))
+    for table in (layer.token_embedding.embeddings, layer.position_embedding.embeddings):
+        assert abs(float(np.std(_numpy(table))) - 0.02) < 0.001
+
+
+def test_bad_embedding_arguments_name_the_value():
+    layer = TokenAndPositionEmbedding(10, 8, 16)
+    with pytest.raises(ValueError, match="Input length 9 is longer than sequence_length=8"):
+        layer(np.zeros((2, 9), "int32"))
+    with pytest.raises(ValueError, match="Input length 9 is longer than sequence_length=8"):
+        TokenAndPositionEmbedding(10, 8, 16)(keras.Input(shape=(9,), dtype="int32"))
+    with pytest.raises(ValueError, match="\\(batch, sequence\\).*\\(2, 4, 3\\)"):
+        TokenAndPositionEmbedding(10, 8, 16)(np.zeros((2, 4, 3), "int32"))
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
+        TokenAndPositionEmbedding(0, 8, 16)
+    with pytest.raises(ValueError, match="sequence_length must be a positive integer"):
+        TokenAndPositionEmbedding(10, -1, 16)

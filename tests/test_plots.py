@@ -1,0 +1,140 @@
+"""residual_keras.plots: each figure draws the expected lines/bars and saves a PNG."""
+
+import matplotlib
+
+matplotlib.use("Agg")  # before anything imports pyplot; plots.py itself never does
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from residual_keras import plots  # noqa: E402
+from residual_keras.diagnostics import scalar_chain  # noqa: E402
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def saved_png(path):
+    data = path.read_bytes()
+    return len(data) > 1000 and data.startswith(PNG_SIGNATURE)
+
+
+def data_lines(figure):
+    """The lines of the (only) axes that carry a legend label (not references)."""
+    (axes,) = figure.axes
+    return [line for line in axes.get_lines() if not line.get_label().startswith("_")]
+
+
+def gradient_result(name, norms):
+    norms = np.asarray(norms, dtype="float64")
+    return {
+        "model": name,
+        "names": [f"block{i}" for i in range(1, len(norms))],
+        "stream_grad_norms": norms,
+        "gain": norms[0] / norms[-1],
+        "training": True,
+    }
+
+
+def test_gradient_flow(tmp_path):
+    results = [
+        gradient_result("resnet", [2.0, 1.5, 1.2, 1.0]),
+        gradient_result("plain", [1e4, 1e2, 10.0, 1.0]),
+    ]
+    path = tmp_path / "sub" / "gradient.png"  # the folder is created
+    figure = plots.gradient_flow(results, path=path, banner="SYNTHETIC DATA")
+    assert isinstance(figure, Figure)
+    lines = data_lines(figure)
+    assert len(lines) == 2
+    np.testing.assert_allclose(lines[0].get_ydata(), [2.0, 1.5, 1.2, 1.0])  # / x_L's
+    (axes,) = figure.axes
+    assert axes.get_yscale() == "log"
+    assert axes.get_title().startswith("SYNTHETIC DATA")
+    assert "resnet" in lines[0].get_label() and "plain" in lines[1].get_label()
+    assert saved_png(path)
+
+
+def test_jacobian_with_cumulative_curves_and_references(tmp_path):
+    names = ["b1", "b2", "b3"]
+    cumulative = {
+        "model": "resnet",
+        "names": names,
+        "total": np.array([1.3, 1.4]),
+        "cumulative": np.array([[1.1, 1.2], [1.2, 1.3], [1.3, 1.4]]),
+    }
+    point = {"model": "plain", "names": names, "total": np.array([1e-3, 2e-3])}
+    figure = plots.jacobian(
+        [cumulative, point], references=(0.2, 1.2), path=tmp_path / "j.png"
+    )
+    (axes,) = figure.axes
+    labels = [line.get_label() for line in axes.get_lines()]
+    assert "resnet" in labels and "1 (identity)" in labels
+    references = [line for line in axes.get_lines() if line.get_linestyle() == "--"]
+    assert len(references) == 2
+    np.testing.assert_allclose(references[0].get_ydata()[-1], 0.2**3)
+    assert len(axes.containers) == 1  # the plain model's single error-bar point
+    assert axes.get_yscale() == "log"
+    assert saved_png(tmp_path / "j.png")
+
+
+def test_activation_growth_has_sqrt_reference(tmp_path):
+    rms = np.sqrt(1.0 + np.arange(11))[:, None] * np.ones((1, 3))
+    result = {"model": "random", "names": [f"b{i}" for i in range(10)], "rms": rms}
+    figure = plots.activation_growth(result, path=tmp_path / "a.png")
+    lines = data_lines(figure)
+    assert len(lines) == 2  # the data and the sqrt reference
+    reference = lines[1]
+    assert "sqrt" in reference.get_label()
+    np.testing.assert_allclose(reference.get_ydata()[[0, -1]], [1.0, np.sqrt(11.0)])
+    assert saved_png(tmp_path / "a.png")
+
+
+def test_lesion_bars_skip_blocks_that_cannot_be_removed(tmp_path):
+    common = {"names": ["b1", "b2", "b3"], "metric": "accuracy"}
+    residual = {"model": "resnet", "intact": 0.9, "lesioned": [0.8, 0.9, 0.7], **common}
+    plain = {"model": "plain", "intact": 0.8, "lesioned": [0.1, None, 0.12], **common}
+    figure = plots.lesion(
+        [residual, plain], path=tmp_path / "l.png", banner="SYNTHETIC DATA"
+    )
+    (axes,) = figure.axes
+    assert len(axes.patches) == 5  # 3 + 2 removable blocks
+    intact_lines = [line for line in axes.get_lines() if "intact" in line.get_label()]
+    assert [line.get_ydata()[0] for line in intact_lines] == [0.9, 0.8]
+    assert [text.get_text() for text in axes.texts] == ["n/a"]
+    assert "SYNTHETIC DATA" in axes.get_title()
+    assert saved_png(tmp_path / "l.png")
+
+
+def test_stream_two_lines_per_model(tmp_path):
+    results = [
+        {
+            "model": name,
+            "names": ["block1", "block2"],
+            "attention": np.full((2, 4), value),
+            "feedforward": np.full((2, 4), 2 * value),
+        }
+        for name, value in (("pre", 0.1), ("rezero", 0.0))
+    ]
+    figure = plots.stream(results, path=tmp_path / "s.png")
+    lines = data_lines(figure)
+    assert len(lines) == 4
+    np.testing.assert_allclose(lines[1].get_ydata(), [0.2, 0.2])
+    assert lines[1].get_label() == "pre: feed-forward"
+    assert saved_png(tmp_path / "s.png")
+
+
+def test_scalar_chain_figure(tmp_path):
+    figure = plots.scalar_chain(scalar_chain(-0.1, 50), path=tmp_path / "c.png")
+    lines = data_lines(figure)
+    assert len(lines) == 2
+    assert lines[0].get_ydata()[-1] == pytest.approx(1e-50)
+    assert lines[1].get_ydata()[-1] == pytest.approx(0.9**50)
+    assert "0.00515" in figure.axes[0].get_title()
+    assert saved_png(tmp_path / "c.png")
+
+
+def test_labels_must_match_results():
+    with pytest.raises(ValueError, match="2 labels for 1 results"):
+        plots.scalar_chain(scalar_chain(0.5, 3), labels=["a", "b"])
+    with pytest.raises(TypeError):
+        plots.gradient_flow([])
