@@ -480,6 +480,33 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     return sigma, v, num_iterations, False
 
 
+def calibrate_batchnorm(model, x):
+    """Sets every BatchNorm's moving statistics to those of the batch `x`.
+
+    One forward pass in training mode with momentum 0: afterwards inference
+    mode computes on `x` exactly what training mode computes, so per-example
+    instruments that run in inference mode (`jacobian_norm`) see a normalised
+    network. Only the BatchNorm moving statistics of `model` change.
+
+    Returns:
+        The number of BatchNormalization layers calibrated.
+    """
+    norms = [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+    momenta = [layer.momentum for layer in norms]
+    for layer in norms:
+        layer.momentum = 0.0
+    try:
+        model(ops.convert_to_tensor(x), training=True)
+    finally:
+        for layer, momentum in zip(norms, momenta):
+            layer.momentum = momentum
+    return len(norms)
+
+
 def jacobian_norm(
     model_or_layers,
     x,
@@ -506,7 +533,10 @@ def jacobian_norm(
     no Dropout), so that examples do not interact and each example's
     Jacobian is a separate matrix: the result has one norm per example. In
     training mode BatchNorm couples the examples of a batch and there is no
-    per-example Jacobian.
+    per-example Jacobian. At initialisation the moving statistics are still
+    (0, 1), so inference-mode BatchNorm normalises nothing: call
+    `calibrate_batchnorm(model, x)` first to measure the network as its first
+    training step computes it.
 
     Uses `tf.autodiff.ForwardAccumulator` and `tf.GradientTape` (TensorFlow
     backend only). float32 cannot represent gains below about 1e-38.

@@ -300,7 +300,7 @@ def lesion(results, labels=None, *, path=None, banner=None, title=None):
     figure, axes = _figure(
         title or f"Lesion study: {metric} with one block removed",
         banner,
-        figsize=(max(7.0, 0.35 * num_blocks * len(results) + 2), 4.5),
+        figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5),
     )
     for index, (result, label) in enumerate(zip(results, labels)):
         color = _color(index)
@@ -343,7 +343,7 @@ def lesion(results, labels=None, *, path=None, banner=None, title=None):
     axes.set_xticklabels(names, rotation=90, fontsize="x-small")
     axes.set_xlabel("removed block")
     axes.set_ylabel(metric)
-    figure.legend(loc="outside right upper", fontsize="small")
+    figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
 
 

@@ -442,3 +442,20 @@ def test_stream_contributions_needs_transformer_blocks():
         stream_contributions(
             cifar_resnet(8, width=4, input_shape=(8, 8, 3)), np.zeros((1, 8, 8, 3))
         )
+
+
+def test_calibrate_batchnorm_makes_inference_equal_training_on_the_batch():
+    from residual_keras import cifar_resnet
+    from residual_keras.diagnostics import calibrate_batchnorm
+
+    model = cifar_resnet(8, width=4)
+    x = np.random.default_rng(0).normal(size=(8, 32, 32, 3)).astype("float32")
+    train = keras.ops.convert_to_numpy(model(x, training=True))
+    before = keras.ops.convert_to_numpy(model(x, training=False))
+    assert not np.allclose(before, train, atol=1e-3)
+    assert calibrate_batchnorm(model, x) == 7  # stem + 2 per block x 3 blocks
+    after = keras.ops.convert_to_numpy(model(x, training=False))
+    # Keras' moving variance is the biased batch variance, as used in training.
+    np.testing.assert_allclose(after, train, rtol=1e-3, atol=1e-4)
+    assert all(layer.momentum == 0.9 for layer in model._flatten_layers()
+               if isinstance(layer, keras.layers.BatchNormalization))

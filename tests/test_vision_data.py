@@ -206,7 +206,7 @@ def test_cifar10_requested_but_unavailable_is_a_one_line_error(tmp_path, monkeyp
         load_vision_data("cifar10", data_dir=str(tmp_path), log=quiet)
     message = str(error.value)
     assert "\n" not in message
-    for words in (str(tmp_path), "tfds.load('cifar10'", "--data-dir", "folder:PATH", "synthetic"):
+    for words in (str(tmp_path), "python -m tracks.vision prefetch", "--data-dir", "folder:PATH", "synthetic"):
         assert words in message
 
 

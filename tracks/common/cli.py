@@ -38,17 +38,34 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     return parser
 
 
+def prefetch_command(prog, dataset, argv):
+    """`python -m tracks.X prefetch [--data-dir DIR]`: download and prepare the track's dataset."""
+    from tracks.common.tfds_source import prefetch
+
+    parser = argparse.ArgumentParser(
+        prog=f"{prog} prefetch",
+        description=f"Download and prepare {dataset} into the TFDS data directory, so that later "
+                    "runs (and Docker images built with PREFETCH_DATA=1) work offline.",
+    )
+    parser.add_argument("--data-dir", default=None,
+                        help="TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+    args = parser.parse_args(argv)
+    return prefetch(dataset, args.data_dir, log=log)
+
+
 def resolve_config(args, track, config_cls, presets):
     """(config, run or None): a resumed run's own config, or the preset plus options."""
     if args.resume:
-        return RunDirectory.resume(track, args.resume, config_cls)
+        run, config = RunDirectory.resume(track, args.resume, config_cls)
+        return config, run
     return config_from_args(args, presets, config_cls), None
 
 
-def announce(run, config, runtime, specs, banner, estimated_seconds, data_line):
-    """What a person sees before training starts: banner, data, device, grid, estimate."""
-    if banner:
-        log("!" * 78 + f"\n!! {banner}\n" + "!" * 78)
+def announce(run, config, runtime, specs, estimated_seconds, data_line):
+    """What a person sees before training starts: data, device, grid, estimate.
+
+    (The data modules print a data-fallback banner themselves when they fall back.)
+    """
     log(f"run directory: {run.path}")
     log(f"data: {data_line}")
     log(f"device: {runtime.device}, precision {runtime.precision}, XLA {'on' if runtime.xla else 'off'}, "
@@ -63,4 +80,4 @@ def format_minutes(seconds):
     return f"{seconds / 60:.1f} min"
 
 
-__all__ = ["ConfigError", "announce", "fail", "format_minutes", "log", "resolve_config", "train_parser"]
+__all__ = ["ConfigError", "announce", "fail", "prefetch_command", "format_minutes", "log", "resolve_config", "train_parser"]

@@ -52,4 +52,9 @@ def markdown_table(headers, rows):
 
 
 def banner_markdown(banner):
-    return f"> **WARNING: {banner}**\n\n" if banner else ""
+    """A data-fallback banner as a markdown quote (rules of "!" dropped)."""
+    if not banner:
+        return ""
+    lines = [line.strip("! ").strip() for line in banner.splitlines()]
+    lines = [line for line in lines if line]
+    return f"> **{lines[0]}**\n" + "".join(f">\n> {line}\n" for line in lines[1:]) + "\n"

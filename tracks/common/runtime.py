@@ -99,8 +99,11 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
         strategy: "none", "mirrored", "multiworker".
         cpu_xla: the track's measured choice of XLA on a CPU.
         seed: seeds Python, NumPy and the backend.
-        cpu_replicas: logical CPU devices for a mirrored strategy (tests).
+        cpu_replicas: logical CPU devices for a mirrored strategy, to try data
+            parallelism without GPUs (default: $RESIDUAL_KERAS_CPU_REPLICAS).
     """
+    if cpu_replicas is None and os.environ.get("RESIDUAL_KERAS_CPU_REPLICAS"):
+        cpu_replicas = int(os.environ["RESIDUAL_KERAS_CPU_REPLICAS"])
     strategy_object = make_strategy(strategy, cpu_replicas)  # before devices initialise
     keras.utils.set_random_seed(seed)
     gpus = _gpu_details()

@@ -62,3 +62,27 @@ def tfds_status(name, directory=None, timeout=5.0):
     if host is not None and host_reachable(host, timeout=timeout):
         return "downloadable"
     return "unavailable"
+
+
+def prefetch(name, directory=None, log=print):
+    """Downloads and prepares `name` into the data directory; returns an exit code.
+
+    0: prepared (now or already). 1: the download host cannot be reached, with
+    a message saying so (nothing is downloaded, nothing hangs).
+    """
+    import tensorflow_datasets as tfds
+
+    directory = data_dir(directory)
+    status = tfds_status(name, directory)
+    if status == "prepared":
+        log(f"{name} is already prepared in {directory}")
+        return 0
+    if status == "unavailable":
+        log(f"error: cannot download {name}: {DOWNLOAD_HOSTS.get(name, 'its host')} is unreachable "
+            f"(offline?). Run this where there is network, then copy {directory} here "
+            f"or point --data-dir / TFDS_DATA_DIR at it.")
+        return 1
+    log(f"downloading and preparing {name} into {directory} ...")
+    tfds.builder(name, data_dir=directory).download_and_prepare()
+    log(f"{name} is ready in {directory}")
+    return 0

@@ -121,6 +121,7 @@ def fit_with_backup(model, train_data, *, run, model_id, epochs, steps_per_epoch
         steps_per_epoch=steps_per_epoch,
         validation_data=validation_data,
         callbacks=callbacks,
+        shuffle=False,  # the tf.data pipelines shuffle (seeded) themselves
         verbose=progress_verbosity() if verbose is None else verbose,
     )
     history = read_metrics_rows(metrics_path)

@@ -314,7 +314,7 @@ def pydoc_text():
 
 def _tiny_shakespeare_how_to(directory):
     return (
-        f"prefetch it once while online (tracks.language.data.prefetch_tiny_shakespeare, "
+        f"prefetch it once while online (python -m tracks.language prefetch, "
         f"into {directory}), point --data-dir at a directory that holds it, or use "
         f"the source text:PATH (any UTF-8 file; Karpathy's input.txt gives the same "
         f"split) or pydoc"
@@ -336,16 +336,6 @@ def _load_tiny_shakespeare(directory, download):
         for ds in splits
     )
     return train, validation + test
-
-
-def prefetch_tiny_shakespeare(data_dir=None, *, log=print):
-    """Downloads and prepares tiny_shakespeare (needs the network); returns the directory."""
-    import tensorflow_datasets as tfds
-
-    directory = tfds_source.data_dir(data_dir)
-    log(f"preparing {TINY_SHAKESPEARE} in {directory}")
-    tfds.builder(TINY_SHAKESPEARE, data_dir=directory).download_and_prepare()
-    return directory
 
 
 def _fallback_banner(reason, corpus_chars, directory):

@@ -164,7 +164,7 @@ def cifar10_unavailable_message(directory):
     return (
         f"cifar10 is not prepared in {directory} and {host} is unreachable; "
         f"prepare it where there is network with "
-        f"python -c \"import tensorflow_datasets as tfds; tfds.load('cifar10', data_dir='DIR')\" "
+        f"python -m tracks.vision prefetch --data-dir DIR "
         f"and copy DIR here, point --data-dir (or TFDS_DATA_DIR) at a prepared copy, "
         f"or use the source folder:PATH or synthetic."
     )

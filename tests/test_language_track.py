@@ -1,0 +1,121 @@
+"""End to end: `python -m tracks.language` on the pydoc corpus and on a text file."""
+
+import json
+
+import pytest
+
+from track_helpers import Killed, kill_at, run_cli
+from tracks.common.training import read_metrics_rows
+from tracks.language.__main__ import main
+
+SMOKE = ["--preset", "smoke", "--data", "pydoc"]
+FAST = ["--depths", "1", "--variants", "pre,plain", "--steps", "20", "--eval-interval", "10"]
+REPORT_FILES = ["config.json", "vocab.json", "results.json", "loss_curves.png", "gradient_flow.png",
+                "samples.md", "summary.md", "best_model.keras"]
+
+
+def _check_run(run_dir, ids, intervals):
+    for name in REPORT_FILES:
+        assert (run_dir / name).stat().st_size > 0, name
+    results = json.loads((run_dir / "results.json").read_text())
+    assert sorted(m["id"] for m in results["models"]) == sorted(ids)
+    for entry in results["models"]:
+        rows = read_metrics_rows(run_dir / "metrics" / f"{entry['id']}.csv")
+        assert [row["epoch"] for row in rows] == list(range(intervals))
+        assert entry["train_loss"] == pytest.approx(rows[-1]["loss"])
+        assert entry["val_bpc"] == pytest.approx(entry["val_loss"] / 0.6931471805599453)
+        assert len(entry["sample"]) > 0 and not entry["diverged"]
+    best = min(results["models"], key=lambda m: m["val_loss"])
+    assert results["best_model"]["id"] == best["id"]
+    samples = (run_dir / "samples.md").read_text()
+    assert all(f"## {i} " in samples for i in ids)
+    summary = (run_dir / "summary.md").read_text()
+    assert "![Validation loss](loss_curves.png)" in summary
+    assert "![Gradient flow at initialisation](gradient_flow.png)" in summary
+    return results
+
+
+def test_smoke_run_on_pydoc_writes_every_file_and_samples(tmp_path, capsys):
+    code, out, _ = run_cli(main, SMOKE + ["--out", tmp_path / "run"], capsys)
+    assert code == 0
+    ids = [f"{v}-{d}-warmup0" for v in ("pre", "post", "plain", "rezero") for d in (1, 2)]
+    results = _check_run(tmp_path / "run", ids, intervals=2)
+    assert results["dataset"] == "pydoc"
+    code, out, err = run_cli(main, ["sample", tmp_path / "run", "--prompt", "def ", "--num-chars", "40",
+                                    "--seed", "1"], capsys)
+    assert code == 0, err
+    assert out.startswith("def ") and len(out.rstrip("\n")) >= 40
+
+
+def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
+    text = tmp_path / "corpus.txt"
+    text.write_text("To be, or not to be, that is the question.\n" * 200)
+    argv = ["--preset", "smoke", "--data", f"text:{text}", *FAST, "--warmup-steps", "0,5",
+            "--out", tmp_path / "run"]
+    code, _, err = run_cli(main, argv, capsys)
+    assert code == 0, err
+    ids = [f"{v}-1-warmup{w}" for v in ("pre", "plain") for w in (0, 5)]
+    _check_run(tmp_path / "run", ids, intervals=2)
+    vocab = json.loads((tmp_path / "run" / "vocab.json").read_text())
+    assert vocab  # the vocabulary of the training text is saved with the run
+
+
+@pytest.mark.parametrize("after_backup", [False, True], ids=["before-backup", "after-backup"])
+def test_killed_run_resumes_without_losing_or_duplicating(tmp_path, capsys, monkeypatch, after_backup):
+    run_dir = tmp_path / "run"
+    argv = SMOKE + FAST + ["--out", run_dir]
+    kill_at(monkeypatch, "plain-1-warmup0", 0, after_backup=after_backup)
+    with pytest.raises(Killed):
+        main([str(a) for a in argv])
+    monkeypatch.undo()
+    code, out, _ = run_cli(main, ["--resume", run_dir], capsys)
+    assert code == 0 and "1 of 2 models already finished" in out
+    _check_run(run_dir, ["pre-1-warmup0", "plain-1-warmup0"], intervals=2)
+
+
+def test_a_diverging_model_is_a_result(tmp_path, capsys):
+    argv = SMOKE + FAST + ["--variants", "rezero", "--learning-rate", "1e30", "--min-learning-rate", "1e29",
+                           "--grad-clip", "0", "--out", tmp_path / "run"]
+    code, _, _ = run_cli(main, argv, capsys)
+    assert code == 0
+    (entry,) = json.loads((tmp_path / "run" / "results.json").read_text())["models"]
+    assert entry["diverged"] and entry["sample"] is None
+    assert "diverged" in (tmp_path / "run" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--embed-dim", "30", "--num-heads", "4"], "--embed-dim 30 is not divisible by --num-heads 4"),
+        (["--variants", "pre,sandwich"], "unknown variant 'sandwich'"),
+        (["--preset", "huge"], "unknown preset 'huge'"),
+        (["--data", "wikipedia"], "wikipedia"),
+        (["--data", "text:/no/such/file.txt"], "/no/such/file.txt"),
+        (["--prompt", "\u2603"], "\u2603"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, extra, message):
+    code, _, err = run_cli(main, SMOKE + extra + ["--out", tmp_path / "run"], capsys)
+    assert code == 2
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_a_vision_run_and_sample_refuses_an_unfinished_one(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"track": "vision"}))
+    code, _, err = run_cli(main, ["--resume", tmp_path], capsys)
+    assert code == 2 and "belongs to the 'vision' track" in err
+    code, _, err = run_cli(main, ["sample", tmp_path], capsys)
+    assert code == 2 and "no best_model.keras" in err
+
+
+def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
+    argv = ["diagnose", "--preset", "smoke", "--data", "pydoc", "--out", tmp_path / "diag"]
+    code, _, err = run_cli(main, argv, capsys)
+    assert code == 0, err
+    for name in ("gradient_flow.png", "activation_growth.png", "jacobian.png", "summary.md"):
+        assert (tmp_path / "diag" / name).stat().st_size > 0
+    summary = json.loads((tmp_path / "diag" / "results.json").read_text())["initialisation"]
+    assert set(summary) == {f"{v}-{d}" for v in ("pre", "post", "plain", "rezero") for d in (1, 2)}
+    # ReZero blocks start as the identity: the stream's Jacobian is exactly 1.
+    assert summary["rezero-2"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)

@@ -1,0 +1,201 @@
+"""`python -m tracks.language`: character Transformers, plain vs residual, Pre-LN vs Post-LN.
+
+One command shows that residual connections make deep Transformers
+trainable, that Pre-LN trains without warmup where Post-LN struggles (Xiong
+et al. 2020), and that ReZero trains without normalisation; every model
+writes a sample so you can read the difference.
+
+    python -m tracks.language                            # the quick CPU preset
+    python -m tracks.language --preset fast              # GPU: nanoGPT's 6x384
+    python -m tracks.language --depths 2,6,12 --variants pre,post --warmup-steps 0,100
+    python -m tracks.language --resume runs/language-20261130-101500
+    python -m tracks.language sample RUN_DIR --prompt "ROMEO:"
+    python -m tracks.language diagnose                   # instruments at initialisation, no training
+    python -m tracks.language prefetch                   # download Tiny Shakespeare for offline runs
+"""
+
+import argparse
+import sys
+
+from tracks.common import instruments
+from tracks.common.cli import (
+    ConfigError,
+    announce,
+    fail,
+    log,
+    prefetch_command,
+    resolve_config,
+    train_parser,
+)
+from tracks.common.run_dir import RunDirectory
+from tracks.common.runtime import setup_runtime
+from tracks.common.training import run_grid
+from tracks.language import experiment, report
+from tracks.language.presets import PRESETS, LanguageConfig
+
+TRACK = "language"
+DEFAULT_PRESET = "quick"
+
+# Measured training throughput of the 4 x 128 baby GPT, tokens/s, for the
+# estimate printed before training; other models scale with depth x width^2.
+REFERENCE_TOKENS_PER_SECOND = {"cpu": 10000.0, "gpu": 400000.0}
+
+
+def estimate_seconds(config, accelerator):
+    rate = REFERENCE_TOKENS_PER_SECOND["gpu" if accelerator else "cpu"]
+    tokens = config.steps * config.batch_size * config.sequence_length
+    cost = sum((spec.depth / 4) * (config.embed_dim / 128) ** 2 for spec in experiment.grid(config))
+    return tokens * cost / rate * 1.15
+
+
+def check_prompt(vocab, prompt):
+    unknown = vocab.unknown_characters(prompt)
+    if unknown:
+        raise ValueError(
+            f"the prompt {prompt!r} has characters the model's vocabulary does not know: "
+            f"{unknown!r}"
+        )
+
+
+def prepare(args):
+    """Everything that can fail on bad input, before anything is written."""
+    from tracks.language.data import load_text_data, parse_source
+
+    config, run = resolve_config(args, TRACK, LanguageConfig, PRESETS)
+    parse_source(config.data)
+    data = load_text_data(config.data, data_dir=config.data_dir, log=log,
+                          sequence_length=config.sequence_length)
+    check_prompt(data.vocab, config.prompt)
+    if run is None:
+        run = RunDirectory.create(TRACK, config, out=args.out)
+    return config, run, data
+
+
+def train(args):
+    try:
+        config, run, data = prepare(args)
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed)
+    data.vocab.save(run.path / "vocab.json")
+    specs = experiment.grid(config)
+    announce(run, config, runtime, specs, estimate_seconds(config, runtime.accelerator),
+             f"{data.name}: {len(data.train_tokens):,} training / {len(data.val_tokens):,} "
+             f"validation characters, vocabulary {data.vocab.size}")
+    run.update_results(
+        track=TRACK, preset=config.preset, dataset=data.name, banner=data.banner,
+        vocab_size=data.vocab.size, unknown_val_chars=data.unknown_val_chars, **runtime.describe(),
+    )
+    if "initialisation" not in run.read_results():
+        run.update_results(initialisation=initial_instruments(config, data, run.path))
+    results = run_grid(
+        run, specs, lambda spec: experiment.train_one(config, spec, runtime, data, run, log), log=log,
+    )
+    figures = [("Validation loss", "loss_curves.png")]
+    report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner(data))
+    figures += instruments.instrument_figures()
+    if report.plot_stream(config, results, run.path / "stream.png", plot_banner(data)):
+        figures.append(("The residual stream after training", "stream.png"))
+    report.write_samples(run, config, results)
+    report.write_summary(run, config, results, figures, data.banner)
+    log(f"done: {run.path / 'summary.md'}")
+    return 0
+
+
+def plot_banner(data):
+    return "PYDOC FALLBACK DATA, NOT TINY SHAKESPEARE" if data.banner else None
+
+
+def initial_instruments(config, data, out_dir):
+    """The gradient, activation and Jacobian plots of every grid model at initialisation."""
+    import keras
+
+    models = []
+    for spec in experiment.grid(config):
+        if spec.warmup != config.warmup_steps[0]:
+            continue  # warmup changes training, not the model at initialisation
+        keras.utils.set_random_seed(config.seed)
+        label = f"{spec.variant}-{spec.depth}"
+        models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))
+    x = experiment.instrument_batch(config, data)
+    return instruments.at_initialisation(models, x, out_dir, banner=plot_banner(data), log=log)
+
+
+def diagnose(argv):
+    """`python -m tracks.language diagnose`: the instruments at initialisation, no training."""
+    parser = train_parser("python -m tracks.language diagnose", "Measure gradient flow, activation "
+                          "growth and the stream's Jacobian of every grid model at initialisation "
+                          "(no training).", LanguageConfig, PRESETS, DEFAULT_PRESET)
+    args = parser.parse_args(argv)
+    if args.resume:
+        return fail("diagnose does not resume: it trains nothing")
+    try:
+        config, _ = resolve_config(args, TRACK, LanguageConfig, PRESETS)
+        from tracks.language.data import load_text_data, parse_source
+
+        parse_source(config.data)
+        data = load_text_data(config.data, data_dir=config.data_dir, log=log,
+                              sequence_length=config.sequence_length)
+        run = RunDirectory.create(f"{TRACK}-diagnose", config, out=args.out)
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    setup_runtime("fp32", "off", "none", seed=config.seed)
+    summary = initial_instruments(config, data, run.path)
+    run.update_results(track=f"{TRACK}-diagnose", dataset=data.name, banner=data.banner,
+                       initialisation=summary)
+    instruments.write_diagnose_summary(run, "Character Transformers at initialisation", summary, data.banner)
+    log(f"done: {run.path / 'summary.md'}")
+    return 0
+
+
+def sample(argv):
+    """`python -m tracks.language sample RUN_DIR`: generate from the run's best model."""
+    parser = argparse.ArgumentParser(prog="python -m tracks.language sample",
+                                     description="Generate text from a run's best_model.keras.")
+    parser.add_argument("run_dir", help="a finished language run directory")
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--num-chars", type=int, default=300, help="characters to generate")
+    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely")
+    parser.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    args = parser.parse_args(argv)
+    import pathlib
+
+    import keras
+
+    from residual_keras import generate
+    from tracks.language.data import CharVocabulary
+
+    run_dir = pathlib.Path(args.run_dir)
+    model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"
+    if not model_path.exists() or not vocab_path.exists():
+        return fail(f"{run_dir} has no best_model.keras and vocab.json: not a finished language run")
+    vocab = CharVocabulary.load(vocab_path)
+    try:
+        check_prompt(vocab, args.prompt)
+        prompt = vocab.encode(args.prompt)
+        if args.num_chars < 0:
+            raise ValueError(f"--num-chars must be >= 0, got {args.num_chars}")
+        model = keras.saving.load_model(model_path)
+        ids = generate(model, prompt, args.num_chars, temperature=args.temperature,
+                       top_k=args.top_k, seed=args.seed)
+    except ValueError as error:
+        return fail(str(error))
+    print(args.prompt + vocab.decode(ids[len(prompt):]))
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sample"]:
+        return sample(argv[1:])
+    if argv[:1] == ["diagnose"]:
+        return diagnose(argv[1:])
+    if argv[:1] == ["prefetch"]:
+        return prefetch_command("python -m tracks.language", "tiny_shakespeare", argv[1:])
+    parser = train_parser("python -m tracks.language", __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET)
+    return train(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

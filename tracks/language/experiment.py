@@ -1,0 +1,152 @@
+"""One language experiment: build, compile, train, evaluate and sample a grid point.
+
+A grid point is (variant, depth, warmup). Every model sees the same batches in
+the same order and the same AdamW recipe; only the block wiring differs.
+"""
+
+import dataclasses
+import json
+import math
+import time
+
+import keras
+
+from residual_keras import count_trainable_params, diagnostics, generate, transformer_lm
+from tracks.common.instruments import jsonable
+from tracks.common.training import fit_with_backup, throughput
+from tracks.common.xla import xla_step_ran
+
+# transformer_lm arguments of each variant (see presets.VARIANTS).
+VARIANT_KWARGS = {
+    "pre": {"norm_position": "pre", "residual": True},
+    "post": {"norm_position": "post", "residual": True},
+    "plain": {"norm_position": "pre", "residual": False},
+    "rezero": {"residual": "rezero"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageSpec:
+    variant: str
+    depth: int
+    warmup: int
+
+    @property
+    def id(self):
+        return f"{self.variant}-{self.depth}-warmup{self.warmup}"
+
+
+def grid(config):
+    return [
+        LanguageSpec(variant, depth, warmup)
+        for depth in sorted(config.depths)
+        for warmup in config.warmup_steps
+        for variant in config.variants
+    ]
+
+
+def build_model(config, spec, vocab_size):
+    return transformer_lm(
+        vocab_size, config.sequence_length, spec.depth,
+        embed_dim=config.embed_dim, num_heads=config.num_heads, dropout=config.dropout,
+        name=spec.id.replace("-", "_"), **VARIANT_KWARGS[spec.variant],
+    )
+
+
+def learning_rate_schedule(config, warmup):
+    """Linear warmup (if any) to the peak, then cosine decay to min_learning_rate."""
+    lr = config.learning_rate
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0 if warmup else lr,
+        warmup_target=lr if warmup else None,
+        warmup_steps=warmup,
+        decay_steps=config.steps - warmup,
+        alpha=config.min_learning_rate / lr,
+    )
+
+
+def compile_model(model, config, spec, runtime):
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=learning_rate_schedule(config, spec.warmup),
+        weight_decay=config.weight_decay, beta_1=0.9, beta_2=config.beta2,
+        global_clipnorm=config.grad_clip or None,
+    )
+    # As nanoGPT: decay matrices and embeddings, not biases, norms or scalars.
+    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "alpha"])
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=runtime.xla,
+        steps_per_execution=config.steps_per_execution,
+    )
+
+
+def restored_step(run, spec, config):
+    """The training step a resumed model continues from (0 for a fresh one)."""
+    metadata = run.backup_dir(spec.id) / "training_metadata.json"
+    if not metadata.exists():
+        return 0
+    return json.loads(metadata.read_text())["epoch"] * config.eval_interval
+
+
+def instrument_batch(config, data):
+    """A fixed batch of validation windows for the instruments."""
+    import numpy as np
+
+    length = config.sequence_length
+    starts = np.linspace(0, len(data.val_tokens) - length - 1, config.instrument_sequences).astype(int)
+    return np.stack([data.val_tokens[start:start + length] for start in starts])
+
+
+def bits_per_char(loss):
+    return None if loss is None else loss / math.log(2)
+
+
+def train_one(config, spec, runtime, data, run, log):
+    """Trains one grid point and returns its results.json entry (with its sample)."""
+    from tracks.language.data import make_lm_datasets
+
+    train_ds, val_ds = make_lm_datasets(
+        data, config.sequence_length, config.batch_size, seed=config.seed,
+        initial_step=restored_step(run, spec, config),
+    )
+    curve_ds = val_ds.take(config.eval_batches) if config.eval_batches else val_ds
+    with runtime.strategy.scope():
+        model = build_model(config, spec, data.vocab.size)
+        compile_model(model, config, spec, runtime)
+    params = count_trainable_params(model)
+    log(f"{spec.id}: {params:,} trainable parameters, {config.steps} steps")
+    start = time.perf_counter()
+    outcome = fit_with_backup(
+        model, train_ds, run=run, model_id=spec.id,
+        epochs=config.steps // config.eval_interval, steps_per_epoch=config.eval_interval,
+        validation_data=curve_ds,
+    )
+    history = outcome["history"]
+    diverged = outcome["diverged_epoch"]
+    tokens_per_step = config.batch_size * config.sequence_length
+    entry = {
+        "id": spec.id, "variant": spec.variant, "depth": spec.depth, "warmup": spec.warmup,
+        "params": params, "steps_trained": len(history) * config.eval_interval,
+        "diverged": diverged is not None,
+        "diverged_step": None if diverged is None else (diverged + 1) * config.eval_interval,
+        "train_loss": None, "val_loss": None, "train_bpc": None, "val_bpc": None,
+        "xla": xla_step_ran(model) if runtime.xla else False,
+        "tokens_per_second": throughput(history, config.eval_interval * tokens_per_step),
+        "sample": None,
+    }
+    if diverged is None and history:
+        entry["train_loss"] = history[-1]["loss"]
+        entry["val_loss"] = float(model.evaluate(val_ds, verbose=0))
+        entry["train_bpc"] = bits_per_char(entry["train_loss"])
+        entry["val_bpc"] = bits_per_char(entry["val_loss"])
+        prompt = data.vocab.encode(config.prompt)
+        ids = generate(model, prompt, config.sample_chars, temperature=0.8, top_k=None, seed=config.seed)
+        entry["sample"] = data.vocab.decode(ids[len(prompt):])
+        entry["stream"] = jsonable(diagnostics.stream_contributions(model, instrument_batch(config, data)))
+        best = run.read_results().get("best_model")
+        if best is None or entry["val_loss"] < best["val_loss"]:
+            model.save(run.path / "best_model.keras")
+            run.update_results(best_model={"id": spec.id, "val_loss": entry["val_loss"]})
+    entry["seconds"] = time.perf_counter() - start
+    return entry

@@ -1,0 +1,122 @@
+"""The language track's configuration and its presets.
+
+nanoGPT's shakespeare_char recipe (Karpathy): AdamW, lr 1e-3 with cosine decay
+to 1e-4, beta2 0.99, weight decay 0.1, gradient clipping at 1.0; the CPU "baby
+GPT" is 4 layers x 4 heads x 128 wide, block 64, batch 12, 2000 iterations
+(val loss about 1.88); the GPU model 6 x 6 x 384, block 256, batch 64,
+dropout 0.2, 5000 iterations (val loss 1.4697).
+"""
+
+import dataclasses
+from typing import Optional
+
+VARIANTS = ("pre", "post", "plain", "rezero")
+VARIANT_HELP = (
+    "pre: Pre-LN residual x + F(LN(x)); post: Post-LN residual LN(x + F(x)); "
+    "plain: Pre-LN without the residual additions; rezero: x + alpha*F(x), alpha=0 at init, no LayerNorm"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageConfig:
+    """Everything that defines a language run (written to config.json)."""
+
+    preset: str = dataclasses.field(default="quick", metadata={"cli": False})
+    data: str = dataclasses.field(
+        default="auto",
+        metadata={"help": "auto | tiny_shakespeare | pydoc | text:PATH (default: auto = "
+                  "tiny_shakespeare when available, else pydoc with a warning)"},
+    )
+    data_dir: Optional[str] = dataclasses.field(
+        default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
+    )
+    depths: tuple[int, ...] = dataclasses.field(default=(2, 6), metadata={"help": "numbers of Transformer blocks, e.g. 2,6,12"})
+    variants: tuple[str, ...] = dataclasses.field(
+        default=VARIANTS, metadata={"help": f"comma-separated; {VARIANT_HELP}"}
+    )
+    warmup_steps: tuple[int, ...] = dataclasses.field(
+        default=(0,), metadata={"help": "learning-rate warmup lengths to compare, e.g. 0,100 (0 = no warmup)"}
+    )
+    embed_dim: int = dataclasses.field(default=128, metadata={"help": "width of the residual stream"})
+    num_heads: int = dataclasses.field(default=4, metadata={"help": "attention heads (must divide --embed-dim)"})
+    sequence_length: int = dataclasses.field(default=64, metadata={"help": "context length in characters"})
+    batch_size: int = dataclasses.field(default=12, metadata={"help": "global batch size (sequences)"})
+    steps: int = dataclasses.field(default=2000, metadata={"help": "training steps per model"})
+    eval_interval: int = dataclasses.field(default=250, metadata={"help": "steps between validation evaluations"})
+    eval_batches: Optional[int] = dataclasses.field(
+        default=None, metadata={"help": "validation batches per intermediate evaluation (default: all; the final one uses all)"}
+    )
+    learning_rate: float = dataclasses.field(default=1e-3, metadata={"help": "peak AdamW learning rate"})
+    min_learning_rate: float = dataclasses.field(default=1e-4, metadata={"help": "end of the cosine decay"})
+    weight_decay: float = dataclasses.field(default=0.1, metadata={"help": "AdamW (decoupled) weight decay"})
+    beta2: float = dataclasses.field(default=0.99, metadata={"help": "AdamW beta2"})
+    grad_clip: float = dataclasses.field(default=1.0, metadata={"help": "global gradient-norm clipping (0 = off)"})
+    dropout: float = dataclasses.field(default=0.0, metadata={"help": "dropout rate"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (init, batches, sampling)"})
+    instrument_sequences: int = dataclasses.field(
+        default=8, metadata={"help": "validation windows for the instruments (at init and after training)"}
+    )
+    prompt: str = dataclasses.field(default="\n", metadata={"help": "prompt for the generated samples"})
+    sample_chars: int = dataclasses.field(default=300, metadata={"help": "characters generated per model"})
+    precision: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
+                                  "choices": ("auto", "bf16", "fp32")}
+    )
+    xla: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
+                                  "choices": ("auto", "on", "off")}
+    )
+    strategy: str = dataclasses.field(
+        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
+                                  "choices": ("none", "mirrored", "multiworker")}
+    )
+    steps_per_execution: int = dataclasses.field(
+        default=1, metadata={"help": "training steps per compiled call (fewer Python round trips)"}
+    )
+
+    def __post_init__(self):
+        if not self.depths or min(self.depths) < 1:
+            raise ValueError(f"--depths must be positive integers, got {self.depths}")
+        if not self.variants:
+            raise ValueError("--variants needs at least one variant")
+        for variant in self.variants:
+            if variant not in VARIANTS:
+                raise ValueError(f"unknown variant {variant!r}; choose from: {', '.join(VARIANTS)}")
+        if not self.warmup_steps or min(self.warmup_steps) < 0:
+            raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+        for name in ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps",
+                     "eval_interval", "steps_per_execution"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"--embed-dim {self.embed_dim} is not divisible by --num-heads {self.num_heads}"
+            )
+        if self.steps % self.eval_interval:
+            raise ValueError(
+                f"--steps {self.steps} must be a multiple of --eval-interval {self.eval_interval}"
+            )
+        if max(self.warmup_steps) >= self.steps:
+            raise ValueError(f"--warmup-steps {max(self.warmup_steps)} must be < --steps {self.steps}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if not self.learning_rate > 0 or not 0 <= self.min_learning_rate <= self.learning_rate:
+            raise ValueError("need --learning-rate > 0 and 0 <= --min-learning-rate <= --learning-rate")
+        if not self.prompt:
+            raise ValueError("--prompt must not be empty")
+
+
+PRESETS = {
+    "smoke": LanguageConfig(
+        preset="smoke", depths=(1, 2), embed_dim=32, num_heads=2, sequence_length=32,
+        batch_size=8, steps=40, eval_interval=20, eval_batches=4, sample_chars=60,
+    ),
+    # The CPU default; nanoGPT's baby GPT recipe.
+    "quick": LanguageConfig(preset="quick"),
+    # The GPU default: nanoGPT's shakespeare_char model.
+    "fast": LanguageConfig(
+        preset="fast", depths=(6, 12), embed_dim=384, num_heads=6, sequence_length=256,
+        batch_size=64, steps=5000, eval_interval=500, eval_batches=20, dropout=0.2,
+        warmup_steps=(100,),
+    ),
+}

@@ -1,0 +1,134 @@
+"""One vision experiment: build, compile, train and evaluate a grid point.
+
+A grid point is (variant, depth). Every model of a run sees the same data in
+the same order (same seed) and the same optimizer recipe, so the only
+difference between `plain-56` and `residual-56` is the shortcut.
+"""
+
+import dataclasses
+import time
+
+import keras
+
+from residual_keras import cifar_resnet, count_trainable_params, diagnostics
+from tracks.common.instruments import jsonable
+from tracks.common.training import fit_with_backup, throughput
+from tracks.common.xla import xla_step_ran
+
+# Builder arguments of each variant (see presets.VARIANTS).
+VARIANT_KWARGS = {
+    "plain": {"residual": False},
+    "residual": {},
+    "zero-gamma": {"zero_gamma": True},
+    "fixup": {"norm": "fixup"},
+    "projection": {"shortcut": "B"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionSpec:
+    variant: str
+    depth: int
+
+    @property
+    def id(self):
+        return f"{self.variant}-{self.depth}"
+
+
+def grid(config):
+    """The run's models: every variant at every depth, shallow to deep."""
+    return [VisionSpec(variant, depth) for depth in sorted(config.depths) for variant in config.variants]
+
+
+def build_model(config, spec, num_classes):
+    return cifar_resnet(
+        spec.depth,
+        width=config.width,
+        num_classes=num_classes,
+        weight_decay=config.weight_decay,
+        name=spec.id.replace("-", "_"),
+        **VARIANT_KWARGS[spec.variant],
+    )
+
+
+def learning_rate_schedule(config, spec, total_steps):
+    """Cosine decay to 0, or the paper's /10 steps at 50% and 75% of training.
+
+    Warm-up (He et al. for ResNet-110): `warmup_steps` steps at lr/10 first.
+    """
+    lr = config.learning_rate
+    warmup = config.warmup_steps if spec.depth >= config.warmup_from_depth else 0
+    warmup = min(warmup, total_steps // 4)
+    if config.schedule == "step":
+        boundaries = [int(total_steps * 0.5), int(total_steps * 0.75)]
+        values = [lr, lr / 10, lr / 100]
+        if warmup:
+            boundaries, values = [warmup] + boundaries, [lr / 10] + values
+        return keras.optimizers.schedules.PiecewiseConstantDecay(boundaries, values)
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=lr / 10 if warmup else lr,
+        decay_steps=max(total_steps - warmup, 1),
+        warmup_target=lr if warmup else None,
+        warmup_steps=warmup,
+        alpha=0.0,
+    )
+
+
+def compile_model(model, config, spec, runtime, steps_per_epoch):
+    schedule = learning_rate_schedule(config, spec, steps_per_epoch * config.epochs)
+    model.compile(
+        optimizer=keras.optimizers.SGD(schedule, momentum=config.momentum),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=runtime.xla,
+        steps_per_execution=config.steps_per_execution,
+    )
+
+
+def lesion_study(model, data, num_images):
+    """Veit et al. 2016: test accuracy with each single block removed."""
+    x, y = data.x_test[:num_images], data.y_test[:num_images]
+    return jsonable(diagnostics.lesion(model, (data.normalize(x), y), metric="accuracy", batch_size=250))
+
+
+def train_one(config, spec, runtime, data, datasets, run, log):
+    """Trains one grid point and returns its results.json entry."""
+    train_ds, curve_ds, test_ds = datasets
+    num_train = len(data.y_train)
+    steps_per_epoch = num_train // config.batch_size
+    with runtime.strategy.scope():
+        model = build_model(config, spec, len(data.class_names))
+        compile_model(model, config, spec, runtime, steps_per_epoch)
+    params = count_trainable_params(model)
+    log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {steps_per_epoch} steps")
+    start = time.perf_counter()
+    outcome = fit_with_backup(
+        model, train_ds, run=run, model_id=spec.id, epochs=config.epochs,
+        validation_data=curve_ds,
+    )
+    history = outcome["history"]
+    diverged = outcome["diverged_epoch"]
+    entry = {
+        "id": spec.id,
+        "variant": spec.variant,
+        "depth": spec.depth,
+        "params": params,
+        "epochs_trained": len(history),
+        "diverged": diverged is not None,
+        "diverged_epoch": diverged,
+        "train_error": None,
+        "val_error": None,
+        "test_error": None,
+        "xla": xla_step_ran(model) if runtime.xla else False,
+        "images_per_second": throughput(history, steps_per_epoch * config.batch_size),
+    }
+    if diverged is None and history:
+        last = history[-1]
+        entry["train_error"] = 1.0 - last["accuracy"]
+        if "val_accuracy" in last and data.x_val is not None:
+            entry["val_error"] = 1.0 - last["val_accuracy"]
+        test = model.evaluate(test_ds, verbose=0, return_dict=True)
+        entry["test_error"] = 1.0 - test["accuracy"]
+        entry["lesion"] = lesion_study(model, data, config.lesion_images)
+    entry["seconds"] = time.perf_counter() - start
+    return entry

@@ -1,0 +1,146 @@
+"""The vision track's configuration and its presets.
+
+He et al. 2015, section 4.2: batch 128, SGD momentum 0.9, coupled weight decay
+1e-4, learning rate 0.1 divided by 10 at 32k and 48k iterations, stop at 64k
+(182 epochs of a 45k training split), ResNet-110 warmed up at 0.01 for about
+400 iterations. `paper` is that recipe; the others shorten it.
+"""
+
+import dataclasses
+from typing import Optional
+
+from residual_keras.models import blocks_per_stage
+
+VARIANTS = ("plain", "residual", "zero-gamma", "fixup", "projection")
+VARIANT_HELP = (
+    "plain: no shortcuts; residual: identity/option-A shortcuts; zero-gamma: "
+    "residual with each block's last BN gamma at 0; fixup: residual without BN, "
+    "Fixup init; projection: residual with option-B (1x1 conv) shortcuts"
+)
+SCHEDULES = ("cosine", "step")
+
+
+def _help(text, **extra):
+    return dataclasses.field(default=None, metadata={"help": text, **extra})
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionConfig:
+    """Everything that defines a vision run (written to config.json)."""
+
+    preset: str = dataclasses.field(default="quick", metadata={"cli": False})
+    data: str = dataclasses.field(
+        default="auto",
+        metadata={"help": "auto | cifar10 | synthetic | folder:PATH (default: auto = "
+                  "cifar10 when available, else synthetic with a warning)"},
+    )
+    data_dir: Optional[str] = dataclasses.field(
+        default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
+    )
+    depths: tuple[int, ...] = dataclasses.field(
+        default=(20, 56), metadata={"help": "network depths 6n+2, e.g. 20,56,110"}
+    )
+    variants: tuple[str, ...] = dataclasses.field(
+        default=("plain", "residual"), metadata={"help": f"comma-separated; {VARIANT_HELP}"}
+    )
+    width: int = dataclasses.field(default=16, metadata={"help": "filters of the first stage (paper: 16)"})
+    epochs: int = dataclasses.field(default=10, metadata={"help": "training epochs per model"})
+    batch_size: int = dataclasses.field(default=128, metadata={"help": "global batch size (paper: 128)"})
+    learning_rate: float = dataclasses.field(default=0.1, metadata={"help": "peak SGD learning rate (paper: 0.1)"})
+    schedule: str = dataclasses.field(
+        default="cosine",
+        metadata={"help": "cosine (decay to 0) or step (/10 at 50%% and 75%% of training, as the paper)",
+                  "choices": SCHEDULES},
+    )
+    warmup_steps: int = dataclasses.field(
+        default=0, metadata={"help": "steps at learning_rate/10 before the schedule (paper: 400 for ResNet-110)"}
+    )
+    warmup_from_depth: int = dataclasses.field(
+        default=0, metadata={"help": "apply --warmup-steps only to depths >= this (paper: 110; 0 = all)"}
+    )
+    momentum: float = dataclasses.field(default=0.9, metadata={"help": "SGD momentum"})
+    weight_decay: float = dataclasses.field(
+        default=1e-4, metadata={"help": "coupled weight decay, as an L2 penalty (paper: 1e-4)"}
+    )
+    train_size: Optional[int] = dataclasses.field(
+        default=None, metadata={"help": "train on a subset of this many images (default: all)"}
+    )
+    validation_size: int = dataclasses.field(
+        default=0, metadata={"help": "images held out of the training set for validation (paper: 5000)"}
+    )
+    curve_eval_size: Optional[int] = dataclasses.field(
+        default=None,
+        metadata={"help": "images of the val (or test) set evaluated after every epoch for the curves (default: all)"},
+    )
+    lesion_images: int = dataclasses.field(
+        default=1000, metadata={"help": "test images for the lesion study of each trained model"}
+    )
+    instrument_images: int = dataclasses.field(
+        default=32, metadata={"help": "training images for the instruments at initialisation"}
+    )
+    augment: bool = dataclasses.field(default=True, metadata={"help": "pad-4 random crop + horizontal flip"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data)"})
+    precision: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
+                                  "choices": ("auto", "bf16", "fp32")}
+    )
+    xla: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
+                                  "choices": ("auto", "on", "off")}
+    )
+    strategy: str = dataclasses.field(
+        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
+                                  "choices": ("none", "mirrored", "multiworker")}
+    )
+    steps_per_execution: int = dataclasses.field(
+        default=1, metadata={"help": "training steps per compiled call (fewer Python round trips)"}
+    )
+
+    def __post_init__(self):
+        if not self.depths:
+            raise ValueError("--depths needs at least one depth")
+        for depth in self.depths:
+            try:
+                blocks_per_stage(depth)
+            except ValueError:
+                raise ValueError(f"unknown depth {depth}: depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ...)") from None
+        if not self.variants:
+            raise ValueError("--variants needs at least one variant")
+        for variant in self.variants:
+            if variant not in VARIANTS:
+                raise ValueError(f"unknown variant {variant!r}; choose from: {', '.join(VARIANTS)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose from: {', '.join(SCHEDULES)}")
+        for name in ("width", "epochs", "batch_size", "steps_per_execution"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.train_size is not None and self.train_size < self.batch_size:
+            raise ValueError(f"--train-size {self.train_size} is smaller than one batch ({self.batch_size})")
+        if self.validation_size < 0 or self.warmup_steps < 0:
+            raise ValueError("--validation-size and --warmup-steps must be >= 0")
+        if not self.learning_rate > 0:
+            raise ValueError(f"--learning-rate must be > 0, got {self.learning_rate}")
+
+
+PRESETS = {
+    # Seconds: for tests and a first look. Tiny nets, synthetic-sized data.
+    "smoke": VisionConfig(
+        preset="smoke", depths=(8, 14), width=4, epochs=2, batch_size=32, train_size=256,
+        curve_eval_size=128, learning_rate=0.05, lesion_images=100, instrument_images=8,
+    ),
+    # The CPU default: shows the degradation problem in about 15 minutes on 2 cores.
+    "quick": VisionConfig(
+        preset="quick", depths=(8, 32), width=8, epochs=6, train_size=8000, curve_eval_size=1000,
+        learning_rate=0.1, schedule="cosine",
+    ),
+    # The GPU default: Figure 6's ordering for 20/56/110 in about 15 minutes on one modern GPU.
+    "fast": VisionConfig(
+        preset="fast", depths=(20, 56, 110), epochs=30, learning_rate=0.1, schedule="cosine",
+        warmup_steps=400, warmup_from_depth=110,
+    ),
+    # He et al. 2015 exactly: 64k iterations (182 epochs of 45k), /10 at 50% and 75%.
+    "paper": VisionConfig(
+        preset="paper", depths=(20, 32, 44, 56, 110), epochs=182, validation_size=5000,
+        schedule="step", warmup_steps=400, warmup_from_depth=110,
+    ),
+}

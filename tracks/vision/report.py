@@ -1,0 +1,137 @@
+"""The vision run's report: Figure 6 of He et al. 2015 on your own machine.
+
+- training_curves.png: error (%) against epochs, one panel per variant
+  (plain left, residual right, as the paper's figure 6); bold lines are
+  training error, thin lines test (or validation) error; colour = depth.
+- gradient_flow.png, activation_growth.png, jacobian.png: the instruments
+  at initialisation (tracks/common/instruments.py).
+- lesion.png: test accuracy of each trained network at the deepest depth
+  with one block removed (Veit et al. 2016).
+- summary.md: the table of results, the figures, and how to read them.
+"""
+
+from residual_keras import plots
+from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
+from tracks.common.report import (
+    banner_markdown,
+    depth_colour,
+    format_value,
+    markdown_table,
+    new_figure,
+    save_figure,
+    title_with_banner,
+)
+from tracks.common.training import read_metrics_rows
+
+
+def plot_training_curves(run, config, results, path, banner=None):
+    variants = [v for v in config.variants]
+    figure, axes = new_figure(len(variants))
+    depths = sorted(config.depths)
+    curve_name = "val" if config.validation_size else "test"
+    for axis, variant in zip(axes, variants):
+        for index, depth in enumerate(depths):
+            model_id = f"{variant}-{depth}"
+            rows = read_metrics_rows(run.metrics_path(model_id))
+            if not rows:
+                continue
+            epochs = [row["epoch"] + 1 for row in rows]
+            colour = depth_colour(index)
+            entry = next((m for m in results["models"] if m["id"] == model_id), {})
+            label = f"{depth} layers" + (" (diverged)" if entry.get("diverged") else "")
+            axis.plot(epochs, [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
+                      color=colour, linewidth=2.4, label=label)
+            if any("val_accuracy" in row for row in rows):
+                axis.plot(epochs, [100 * (1 - row.get("val_accuracy", float("nan"))) for row in rows],
+                          color=colour, linewidth=0.9, linestyle="--")
+        axis.set_title(f"{variant} networks")
+        axis.set_xlabel("epoch")
+        axis.set_ylabel("error (%)")
+        axis.grid(alpha=0.3)
+        axis.legend(title=f"bold: train, dashed: {curve_name}", fontsize=8, title_fontsize=8)
+    top = max([a.get_ylim()[1] for a in axes])
+    for axis in axes:
+        axis.set_ylim(0, top)
+    figure.suptitle(title_with_banner(
+        f"CIFAR-style training on {results.get('dataset', config.data)} (cf. He et al. 2015, Fig. 6)", banner))
+    return save_figure(figure, path)
+
+
+def plot_lesions(config, results, path, banner=None):
+    """lesion.png for the deepest depth's trained models; False when there is none."""
+    depth = max(config.depths)
+    entries = [m for m in results["models"] if m["depth"] == depth and m.get("lesion")]
+    if not entries:
+        return False
+    plots.lesion([m["lesion"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,
+                 title=f"Trained depth-{depth} networks: test accuracy with one block removed")
+    return True
+
+
+def lesion_lines(results):
+    """One line per trained model: intact accuracy and the worst single-block lesion."""
+    lines = []
+    for entry in results["models"]:
+        study = entry.get("lesion")
+        if not study:
+            continue
+        removable = [value for value in study["lesioned"] if value is not None]
+        if removable:
+            lines.append(
+                f"- `{entry['id']}`: intact {100 * study['intact']:.1f}%; one block removed: "
+                f"median {100 * sorted(removable)[len(removable) // 2]:.1f}%, worst "
+                f"{100 * min(removable):.1f}% ({len(removable)} of {len(study['lesioned'])} blocks removable)"
+            )
+    return lines
+
+
+def write_summary(run, config, results, figures, banner=None):
+    """summary.md: the results table and the figures, readable on its own."""
+    rows = []
+    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
+        status = (f"diverged at epoch {entry['diverged_epoch'] + 1}" if entry.get("diverged") else "ok")
+        rows.append([
+            entry["variant"], entry["depth"], format_value(entry["params"], "int"),
+            format_value(entry.get("train_error"), "percent"),
+            format_value(entry.get("val_error"), "percent"),
+            format_value(entry.get("test_error"), "percent"),
+            status, format_value(entry.get("seconds"), "seconds"),
+            format_value(entry.get("images_per_second"), "int"),
+        ])
+    table = markdown_table(
+        ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
+         "time", "images/s"],
+        rows,
+    )
+    lines = [
+        f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
+        banner_markdown(banner),
+        f"Data: **{results.get('dataset')}** ({results.get('train_images')} training images). "
+        f"Device: {results.get('device')}, precision {results.get('precision')}, "
+        f"XLA {'on' if results.get('xla') else 'off'}. "
+        f"{config.epochs} epochs, batch {config.batch_size}, lr {config.learning_rate} "
+        f"({config.schedule}), width {config.width}.\n",
+        "## Results\n",
+        "Train error is the last epoch's running error on augmented batches, as in "
+        "He et al.'s curves; test error is measured once at the end on the whole test set.\n",
+        table + "\n",
+        "## What to look for\n",
+        "- **The degradation problem** (left panel): the deeper *plain* network has the "
+        "higher *training* error. It is not overfitting: it fits its own training data worse.\n",
+        "- **Residual networks** (right panel): the deeper net trains as well or better; "
+        "the gap between plain and residual grows with depth.\n",
+        "- **Why** (gradient flow): at initialisation the plain network's per-block gradient "
+        "norms change by orders of magnitude from input to output, the residual network's stay flat: "
+        "each residual block's Jacobian is I + df/dx.\n",
+        "- **The ensemble view** (lesion study, Veit et al. 2016): removing one block of a "
+        "trained residual network barely changes its accuracy; removing one layer of a plain "
+        "network destroys it.\n",
+        "## Instruments at initialisation\n",
+        initialisation_table(results.get("initialisation", {})) + "\n",
+        INSTRUMENT_NOTES,
+        "## Lesion study (test accuracy)\n",
+        "\n".join(lesion_lines(results)) + "\n",
+    ]
+    for title, name in figures:
+        lines.append(f"## {title}\n\n![{title}]({name})\n")
+    (run.path / "summary.md").write_text("\n".join(lines))
