@@ -37,3 +37,9 @@ def check_image_input(layer_name, input_shape):
 def strided_size(size, strides):
     """Spatial size after a 'same'-padded op with `strides`, or None."""
     return None if size is None else -(-size // strides)
+
+
+def strided_output_shape(input_shape, strides, channels):
+    """(batch, height, width, channels) after a 'same'-padded op with `strides`."""
+    batch, height, width, _ = input_shape
+    return (batch, strided_size(height, strides), strided_size(width, strides), channels)

@@ -27,7 +27,7 @@ import math
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_image_input, check_positive_int, strided_size
+from residual_keras._checks import check_image_input, check_positive_int, strided_output_shape
 from residual_keras.shortcuts import PadShortcut, needs_projection
 
 
@@ -211,13 +211,7 @@ class FixupBasicBlock(layers.Layer):
         return ops.relu(self.branch(inputs) + shortcut)
 
     def compute_output_shape(self, input_shape):
-        batch, height, width, _ = input_shape
-        return (
-            batch,
-            strided_size(height, self.strides),
-            strided_size(width, self.strides),
-            self.filters,
-        )
+        return strided_output_shape(input_shape, self.strides, self.filters)
 
     def get_config(self):
         config = super().get_config()

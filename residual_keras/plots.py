@@ -121,7 +121,7 @@ def gradient_flow(
             marker="o",
             markersize=3,
             color=_color(index),
-            label=f"{label} (gain {result['gain']:.3g}, BN {mode} mode)",
+            label=f"{label} (gain {result['gain']:.3g}, {mode} mode)",
         )
     axes.set_yscale("log")
     axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")

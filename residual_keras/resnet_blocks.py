@@ -18,7 +18,7 @@ from residual_keras._checks import (
     check_choice,
     check_image_input,
     check_positive_int,
-    strided_size,
+    strided_output_shape,
 )
 from residual_keras._initializers import clone_initializer
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
@@ -129,13 +129,7 @@ class _ConvBlock(layers.Layer):
         return ops.relu(out)
 
     def compute_output_shape(self, input_shape):
-        batch, height, width, _ = input_shape
-        return (
-            batch,
-            strided_size(height, self.strides),
-            strided_size(width, self.strides),
-            self.output_channels,
-        )
+        return strided_output_shape(input_shape, self.strides, self.output_channels)
 
     def get_config(self):
         config = super().get_config()

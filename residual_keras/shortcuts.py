@@ -18,7 +18,7 @@ from residual_keras._checks import (
     check_choice,
     check_image_input,
     check_positive_int,
-    strided_size,
+    strided_output_shape,
 )
 from residual_keras._initializers import clone_initializer
 
@@ -70,13 +70,7 @@ class PadShortcut(layers.Layer):
         return x
 
     def compute_output_shape(self, input_shape):
-        batch, height, width, _ = input_shape
-        return (
-            batch,
-            strided_size(height, self.strides),
-            strided_size(width, self.strides),
-            self.filters,
-        )
+        return strided_output_shape(input_shape, self.strides, self.filters)
 
     def get_config(self):
         config = super().get_config()
@@ -147,13 +141,7 @@ class ProjectionShortcut(layers.Layer):
         return self.norm(self.conv(inputs), training=training)
 
     def compute_output_shape(self, input_shape):
-        batch, height, width, _ = input_shape
-        return (
-            batch,
-            strided_size(height, self.strides),
-            strided_size(width, self.strides),
-            self.filters,
-        )
+        return strided_output_shape(input_shape, self.strides, self.filters)
 
     def get_config(self):
         config = super().get_config()

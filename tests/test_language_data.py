@@ -15,7 +15,6 @@ import pytest
 import tensorflow as tf
 
 from tracks.common import tfds_source
-from tracks.language import data as language_data
 from tracks.language.data import (
     CharVocabulary,
     load_text_data,

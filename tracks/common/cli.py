@@ -74,10 +74,43 @@ def announce(run, config, runtime, specs, estimated_seconds, data_line):
         f"estimated time {format_minutes(estimated_seconds)}")
 
 
+def diagnose_command(prog, track, config_cls, presets, default_preset, argv, *,
+                     load_data, initial_instruments, title):
+    """`python -m tracks.X diagnose`: the grid's instruments at initialisation, no training.
+
+    Args:
+        load_data: callable(config) -> the track's data (raises ValueError on bad input).
+        initial_instruments: callable(config, data, out_dir) -> summary dict.
+        title: the heading of the run's summary.md.
+    """
+    from tracks.common import instruments
+    from tracks.common.runtime import setup_runtime
+
+    parser = train_parser(f"{prog} diagnose", "Measure gradient flow, activation growth and the "
+                          "stream's Jacobian of every grid model at initialisation (no training).",
+                          config_cls, presets, default_preset)
+    args = parser.parse_args(argv)
+    if args.resume:
+        return fail("diagnose does not resume: it trains nothing")
+    try:
+        config, _ = resolve_config(args, track, config_cls, presets)
+        data = load_data(config)
+        run = RunDirectory.create(f"{track}-diagnose", config, out=args.out)
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    setup_runtime("fp32", "off", "none", seed=config.seed)
+    summary = initial_instruments(config, data, run.path)
+    run.update_results(track=f"{track}-diagnose", dataset=data.name, banner=data.banner,
+                       initialisation=summary)
+    instruments.write_diagnose_summary(run, title, summary, data.banner)
+    log(f"done: {run.path / 'summary.md'}")
+    return 0
+
+
 def format_minutes(seconds):
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min"
 
 
-__all__ = ["ConfigError", "announce", "fail", "prefetch_command", "format_minutes", "log", "resolve_config", "train_parser"]
+__all__ = ["ConfigError", "announce", "diagnose_command", "fail", "prefetch_command", "format_minutes", "log", "resolve_config", "train_parser"]

@@ -113,8 +113,9 @@ INSTRUMENT_NOTES = """\
   of the stream, residual branches add up and the stream grows like sqrt(depth).
 - **Jacobian**: the spectral norm of d x_l / d x_0 (power iteration, never forming
   the matrix). A plain stack multiplies one Jacobian per block, so it follows a
-  line c^l on this log scale; residual blocks contribute I + df/dx and stay near
-  the line 1 (exactly 1 when every branch starts at 0: zero-gamma, Fixup, ReZero).
+  line c^l on this log scale. Residual blocks contribute I + df/dx: their product
+  grows far more slowly, and it is exactly 1 when every branch starts at 0
+  (zero-gamma, Fixup, ReZero).
 """
 
 

@@ -13,9 +13,31 @@ import platform
 import keras
 import tensorflow as tf
 
+# XLA on a CPU, per track, as measured faster by benchmarks/throughput.py
+# (see benchmarks/NOTES.md). On GPUs XLA is always the default.
+CPU_XLA = {"vision": False, "language": True}
+
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
 STRATEGIES = ("none", "mirrored", "multiworker")
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """The options of how a run computes, shared by both tracks' configs."""
+
+    precision: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
+                                  "choices": PRECISIONS}
+    )
+    xla: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
+                                  "choices": XLA_CHOICES}
+    )
+    strategy: str = dataclasses.field(
+        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
+                                  "choices": STRATEGIES}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +52,12 @@ class Runtime:
     @property
     def num_replicas(self):
         return self.strategy.num_replicas_in_sync
+
+    def steps_per_execution(self, requested):
+        """`requested`, or 1 under a multi-replica strategy: Keras 3.15's multi-step
+        loop fails inside tf.distribute (InvalidArgumentError in
+        multi_step_on_iterator), so distributed runs take one step per call."""
+        return 1 if self.num_replicas > 1 else requested
 
     def describe(self):
         return {

@@ -146,7 +146,7 @@ def throughput(history, samples_per_epoch):
     return samples_per_epoch / statistics.median(seconds)
 
 
-def run_grid(run, specs, train_one, log=print):
+def run_grid(run, specs, train_one, log=print, cost=None):
     """Trains every spec not already finished in `run`; returns all results.
 
     Args:
@@ -155,7 +155,10 @@ def run_grid(run, specs, train_one, log=print):
         train_one: callable(spec) -> dict, the model's results entry
             (must include "id").
         log: where progress lines go.
+        cost: optional callable(spec) -> relative training cost (e.g. the
+            depth), so that the time left is estimated from the models done.
     """
+    cost = cost or (lambda spec: 1.0)
     finished = run.finished_models()
     todo = [spec for spec in specs if spec.id not in finished]
     if finished:
@@ -165,8 +168,10 @@ def run_grid(run, specs, train_one, log=print):
         index = specs.index(spec) + 1
         eta = ""
         if done:
-            per_model = (time.perf_counter() - start) / done
-            eta = f", about {per_model * (len(todo) - done) / 60:.1f} min left"
+            done_cost = sum(cost(s) for s in todo[:done])
+            left_cost = sum(cost(s) for s in todo[done:])
+            seconds_left = (time.perf_counter() - start) / done_cost * left_cost
+            eta = f", about {seconds_left / 60:.1f} min left"
         log(f"=== model {index}/{len(specs)}: {spec.id}{eta}")
         entry = train_one(spec)
         run.record_model(entry)

@@ -21,6 +21,7 @@ from tracks.common import instruments
 from tracks.common.cli import (
     ConfigError,
     announce,
+    diagnose_command,
     fail,
     log,
     prefetch_command,
@@ -28,7 +29,7 @@ from tracks.common.cli import (
     train_parser,
 )
 from tracks.common.run_dir import RunDirectory
-from tracks.common.runtime import setup_runtime
+from tracks.common.runtime import CPU_XLA, setup_runtime
 from tracks.common.training import run_grid
 from tracks.language import experiment, report
 from tracks.language.presets import PRESETS, LanguageConfig
@@ -38,14 +39,14 @@ DEFAULT_PRESET = "quick"
 
 # Measured training throughput of the 4 x 128 baby GPT, tokens/s, for the
 # estimate printed before training; other models scale with depth x width^2.
-REFERENCE_TOKENS_PER_SECOND = {"cpu": 10000.0, "gpu": 400000.0}
+REFERENCE_TOKENS_PER_SECOND = {"cpu": 20000.0, "gpu": 400000.0}
 
 
 def estimate_seconds(config, accelerator):
     rate = REFERENCE_TOKENS_PER_SECOND["gpu" if accelerator else "cpu"]
     tokens = config.steps * config.batch_size * config.sequence_length
     cost = sum((spec.depth / 4) * (config.embed_dim / 128) ** 2 for spec in experiment.grid(config))
-    return tokens * cost / rate * 1.15
+    return tokens * cost / rate * 1.15 + 60  # evaluation, samples; instruments at init
 
 
 def check_prompt(vocab, prompt):
@@ -57,14 +58,18 @@ def check_prompt(vocab, prompt):
         )
 
 
-def prepare(args):
-    """Everything that can fail on bad input, before anything is written."""
+def load_data(config):
     from tracks.language.data import load_text_data, parse_source
 
-    config, run = resolve_config(args, TRACK, LanguageConfig, PRESETS)
     parse_source(config.data)
-    data = load_text_data(config.data, data_dir=config.data_dir, log=log,
+    return load_text_data(config.data, data_dir=config.data_dir, log=log,
                           sequence_length=config.sequence_length)
+
+
+def prepare(args):
+    """Everything that can fail on bad input, before anything is written."""
+    config, run = resolve_config(args, TRACK, LanguageConfig, PRESETS)
+    data = load_data(config)
     check_prompt(data.vocab, config.prompt)
     if run is None:
         run = RunDirectory.create(TRACK, config, out=args.out)
@@ -76,7 +81,8 @@ def train(args):
         config, run, data = prepare(args)
     except (ConfigError, ValueError) as error:
         return fail(str(error))
-    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed)
+    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
+                            cpu_xla=CPU_XLA[TRACK])
     data.vocab.save(run.path / "vocab.json")
     specs = experiment.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(config, runtime.accelerator),
@@ -90,6 +96,7 @@ def train(args):
         run.update_results(initialisation=initial_instruments(config, data, run.path))
     results = run_grid(
         run, specs, lambda spec: experiment.train_one(config, spec, runtime, data, run, log), log=log,
+        cost=lambda spec: spec.depth + 2,  # embedding and head cost about two blocks
     )
     figures = [("Validation loss", "loss_curves.png")]
     report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner(data))
@@ -119,33 +126,6 @@ def initial_instruments(config, data, out_dir):
         models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))
     x = experiment.instrument_batch(config, data)
     return instruments.at_initialisation(models, x, out_dir, banner=plot_banner(data), log=log)
-
-
-def diagnose(argv):
-    """`python -m tracks.language diagnose`: the instruments at initialisation, no training."""
-    parser = train_parser("python -m tracks.language diagnose", "Measure gradient flow, activation "
-                          "growth and the stream's Jacobian of every grid model at initialisation "
-                          "(no training).", LanguageConfig, PRESETS, DEFAULT_PRESET)
-    args = parser.parse_args(argv)
-    if args.resume:
-        return fail("diagnose does not resume: it trains nothing")
-    try:
-        config, _ = resolve_config(args, TRACK, LanguageConfig, PRESETS)
-        from tracks.language.data import load_text_data, parse_source
-
-        parse_source(config.data)
-        data = load_text_data(config.data, data_dir=config.data_dir, log=log,
-                              sequence_length=config.sequence_length)
-        run = RunDirectory.create(f"{TRACK}-diagnose", config, out=args.out)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    setup_runtime("fp32", "off", "none", seed=config.seed)
-    summary = initial_instruments(config, data, run.path)
-    run.update_results(track=f"{TRACK}-diagnose", dataset=data.name, banner=data.banner,
-                       initialisation=summary)
-    instruments.write_diagnose_summary(run, "Character Transformers at initialisation", summary, data.banner)
-    log(f"done: {run.path / 'summary.md'}")
-    return 0
 
 
 def sample(argv):
@@ -190,7 +170,10 @@ def main(argv=None):
     if argv[:1] == ["sample"]:
         return sample(argv[1:])
     if argv[:1] == ["diagnose"]:
-        return diagnose(argv[1:])
+        return diagnose_command("python -m tracks.language", TRACK, LanguageConfig, PRESETS,
+                                DEFAULT_PRESET, argv[1:], load_data=load_data,
+                                initial_instruments=initial_instruments,
+                                title="Character Transformers at initialisation")
     if argv[:1] == ["prefetch"]:
         return prefetch_command("python -m tracks.language", "tiny_shakespeare", argv[1:])
     parser = train_parser("python -m tracks.language", __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET)

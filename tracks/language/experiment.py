@@ -77,7 +77,7 @@ def compile_model(model, config, spec, runtime):
         optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=runtime.xla,
-        steps_per_execution=config.steps_per_execution,
+        steps_per_execution=runtime.steps_per_execution(config.steps_per_execution),
     )
 
 

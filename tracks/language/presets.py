@@ -10,6 +10,8 @@ dropout 0.2, 5000 iterations (val loss 1.4697).
 import dataclasses
 from typing import Optional
 
+from tracks.common.runtime import RuntimeOptions
+
 VARIANTS = ("pre", "post", "plain", "rezero")
 VARIANT_HELP = (
     "pre: Pre-LN residual x + F(LN(x)); post: Post-LN residual LN(x + F(x)); "
@@ -18,7 +20,7 @@ VARIANT_HELP = (
 
 
 @dataclasses.dataclass(frozen=True)
-class LanguageConfig:
+class LanguageConfig(RuntimeOptions):
     """Everything that defines a language run (written to config.json)."""
 
     preset: str = dataclasses.field(default="quick", metadata={"cli": False})
@@ -58,20 +60,9 @@ class LanguageConfig:
     )
     prompt: str = dataclasses.field(default="\n", metadata={"help": "prompt for the generated samples"})
     sample_chars: int = dataclasses.field(default=300, metadata={"help": "characters generated per model"})
-    precision: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
-                                  "choices": ("auto", "bf16", "fp32")}
-    )
-    xla: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
-                                  "choices": ("auto", "on", "off")}
-    )
-    strategy: str = dataclasses.field(
-        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
-                                  "choices": ("none", "mirrored", "multiworker")}
-    )
     steps_per_execution: int = dataclasses.field(
-        default=1, metadata={"help": "training steps per compiled call (fewer Python round trips)"}
+        default=10, metadata={"help": "training steps per compiled call (fewer Python round trips; "
+                                        "measured in benchmarks/NOTES.md)"}
     )
 
     def __post_init__(self):
@@ -111,8 +102,10 @@ PRESETS = {
         preset="smoke", depths=(1, 2), embed_dim=32, num_heads=2, sequence_length=32,
         batch_size=8, steps=40, eval_interval=20, eval_batches=4, sample_chars=60,
     ),
-    # The CPU default; nanoGPT's baby GPT recipe.
-    "quick": LanguageConfig(preset="quick"),
+    # The CPU default: nanoGPT's baby GPT recipe (4 x 128, block 64, batch 12,
+    # 2000 steps) for Pre-LN, Post-LN and the plain twin, at 4 and 6 layers.
+    "quick": LanguageConfig(preset="quick", depths=(4, 6), variants=("pre", "post", "plain"),
+                            eval_batches=50),
     # The GPU default: nanoGPT's shakespeare_char model.
     "fast": LanguageConfig(
         preset="fast", depths=(6, 12), embed_dim=384, num_heads=6, sequence_length=256,

@@ -56,6 +56,7 @@ def plot_loss_curves(run, config, results, path, banner=None):
         axis.legend(fontsize=8)
     bottom = min(a.get_ylim()[0] for a in axes)
     top = min(max(a.get_ylim()[1] for a in axes), 5.0)
+    top += 0.05 * (top - bottom)  # a curve at the top stays visible above the frame
     for axis in axes:
         axis.set_ylim(bottom, top)
     figure.suptitle(title_with_banner(
@@ -84,6 +85,41 @@ def write_samples(run, config, results):
         else:
             lines.append("```text\n" + config.prompt + entry["sample"] + "\n```\n")
     (run.path / "samples.md").write_text("\n".join(lines))
+
+
+LOOK_FOR = {
+    "plain": "- **plain** vs **pre**: without the residual additions a deep stack trains far worse "
+             "(a plain Pre-LN stack can stall near the loss of guessing character frequencies); "
+             "with them, depth helps.\n",
+    "post": "- **post** vs **pre**: Post-LN normalises the stream after every addition, which gives "
+            "large gradients near the output at initialisation; without warmup it is the one that "
+            "can struggle at large learning rates and depths (Xiong et al. 2020). Compare "
+            "`--warmup-steps 0,100`.\n",
+    "rezero": "- **rezero**: no LayerNorm at all, every block starts as the identity (alpha = 0) "
+              "and trains.\n",
+}
+
+
+def what_to_look_for(variants):
+    return [text for variant, text in LOOK_FOR.items() if variant in variants]
+
+
+def findings(results):
+    """What this run shows, computed from its results (final validation losses)."""
+    losses = {}
+    for entry in results["models"]:
+        if entry.get("val_loss") is not None:
+            key = (entry["depth"], entry["warmup"])
+            losses.setdefault(key, {})[entry["variant"]] = entry["val_loss"]
+    lines = []
+    for (depth, warmup), by_variant in sorted(losses.items()):
+        ranked = ", ".join(f"{variant} {loss:.3f}" for variant, loss in
+                           sorted(by_variant.items(), key=lambda item: item[1]))
+        lines.append(f"- {depth} layers, warmup {warmup}: validation loss {ranked} (best first).")
+    for entry in results["models"]:
+        if entry.get("diverged"):
+            lines.append(f"- {entry['id']} diverged by step {entry['diverged_step']}.")
+    return lines
 
 
 def write_summary(run, config, results, figures, banner=None):
@@ -117,14 +153,12 @@ def write_summary(run, config, results, figures, banner=None):
         (f"Best model: `{best['id']}` (val loss {best['val_loss']:.3f}), saved as `best_model.keras`; "
          f"sample from it with `python -m tracks.language sample {run.path} --prompt \"ROMEO:\"`.\n"
          if best else ""),
+        "## What this run shows\n",
+        "\n".join(findings(results)) + "\n",
         "## What to look for\n",
-        "- **plain** vs **pre**: without the residual additions a deep stack trains far worse; "
-        "with them depth helps.\n",
-        "- **post** vs **pre**: Post-LN normalises the stream after every addition; without "
-        "warmup it is the one that struggles (Xiong et al. 2020).\n",
-        "- **rezero**: no LayerNorm at all, every block starts as the identity (alpha = 0) and trains.\n",
+        *what_to_look_for(config.variants),
         "- **The residual stream** (stream.png): in a trained residual model each sublayer "
-        "adds a small update to a stream that carries everything before it.\n",
+        "adds an update to a stream that carries everything before it.\n",
         "- Read the generated text in [samples.md](samples.md).\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",

@@ -17,6 +17,7 @@ from tracks.common import instruments
 from tracks.common.cli import (
     ConfigError,
     announce,
+    diagnose_command,
     fail,
     log,
     prefetch_command,
@@ -24,7 +25,7 @@ from tracks.common.cli import (
     train_parser,
 )
 from tracks.common.run_dir import RunDirectory
-from tracks.common.runtime import setup_runtime
+from tracks.common.runtime import CPU_XLA, setup_runtime
 from tracks.common.training import run_grid
 from tracks.vision import experiment, report
 from tracks.vision.presets import PRESETS, VisionConfig
@@ -44,33 +45,46 @@ def estimate_seconds(config, num_train, accelerator):
         cost = (spec.depth / 20) * (config.width / 16) ** 2
         images = (num_train // config.batch_size) * config.batch_size * config.epochs
         total += images * cost / rate
-    return total * 1.15  # evaluation and compilation
+    return total * 1.25 + 60  # evaluation, lesion studies, compilation; instruments at init
+
+
+def load_data(config):
+    from tracks.vision.data import load_vision_data, parse_source
+
+    parse_source(config.data)
+    # The synthetic set (explicit, or the offline fallback) is made as large as the run needs.
+    needed = (config.train_size or 0) + config.validation_size
+    return load_vision_data(
+        config.data, data_dir=config.data_dir, seed=config.seed,
+        train_size=config.train_size, validation_size=config.validation_size, log=log,
+        synthetic_examples=(max(10_000, needed), 2_000),
+    )
 
 
 def prepare(args):
     """Everything that can fail on bad input, before anything is written."""
-    from tracks.vision.data import load_vision_data, parse_source
-
     config, run = resolve_config(args, TRACK, VisionConfig, PRESETS)
-    parse_source(config.data)
-    data = load_vision_data(
-        config.data, data_dir=config.data_dir, seed=config.seed,
-        train_size=config.train_size, validation_size=config.validation_size, log=log,
-    )
+    data = load_data(config)
     if run is None:
         run = RunDirectory.create(TRACK, config, out=args.out)
     return config, run, data
 
 
 def curve_dataset(config, data, datasets):
-    """The per-epoch evaluation set for the curves: val if held out, else test, maybe subset."""
+    """The per-epoch evaluation set for the curves: val if held out, else test.
+
+    With `curve_eval_size`, a fixed random subset (test sets are often
+    stored class by class, so the first images would all be one class).
+    """
     _, val_ds, test_ds = datasets
     curve = val_ds if val_ds is not None else test_ds
     if config.curve_eval_size:
         import tensorflow as tf
 
-        size = min(config.curve_eval_size, len(data.y_val if data.x_val is not None else data.y_test))
-        curve = (curve.unbatch().take(size).batch(config.batch_size).cache()
+        total = len(data.y_val if data.x_val is not None else data.y_test)
+        size = min(config.curve_eval_size, total)
+        curve = (curve.unbatch().shuffle(total, seed=config.seed, reshuffle_each_iteration=False)
+                 .take(size).batch(config.batch_size).cache()
                  .apply(tf.data.experimental.assert_cardinality(-(-size // config.batch_size))))
     return curve
 
@@ -84,7 +98,7 @@ def initial_instruments(config, data, out_dir):
         keras.utils.set_random_seed(config.seed)
         models.append((spec.id, spec.variant, spec.depth,
                        experiment.build_model(config, spec, data.num_classes)))
-    x = data.normalize(data.x_train[: config.instrument_images])
+    x = data.normalize(data.x_train[experiment.sample_indices(len(data.y_train), config.instrument_images, config.seed)])
     return instruments.at_initialisation(models, x, out_dir, banner=plot_banner(data), log=log)
 
 
@@ -99,7 +113,8 @@ def train(args):
         return fail(str(error))
     from tracks.vision.data import make_datasets
 
-    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed)
+    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
+                            cpu_xla=CPU_XLA[TRACK])
     banner = data.banner
     num_train = len(data.y_train)
     specs = experiment.grid(config)
@@ -117,7 +132,7 @@ def train(args):
     results = run_grid(
         run, specs,
         lambda spec: experiment.train_one(config, spec, runtime, data, (train_ds, curve, test_ds), run, log),
-        log=log,
+        log=log, cost=lambda spec: spec.depth,
     )
     write_report(run, config, results, data)
     log(f"done: {run.path / 'summary.md'}")
@@ -133,33 +148,6 @@ def write_report(run, config, results, data):
     report.write_summary(run, config, results, figures, data.banner)
 
 
-def diagnose(argv):
-    """`python -m tracks.vision diagnose`: the instruments at initialisation, no training."""
-    parser = train_parser("python -m tracks.vision diagnose", "Measure gradient flow, activation "
-                          "growth and the stream's Jacobian of every grid model at initialisation "
-                          "(no training).", VisionConfig, PRESETS, DEFAULT_PRESET)
-    args = parser.parse_args(argv)
-    if args.resume:
-        return fail("diagnose does not resume: it trains nothing")
-    try:
-        config, _ = resolve_config(args, TRACK, VisionConfig, PRESETS)
-        from tracks.vision.data import load_vision_data, parse_source
-
-        parse_source(config.data)
-        data = load_vision_data(config.data, data_dir=config.data_dir, seed=config.seed,
-                                train_size=config.train_size, log=log)
-        run = RunDirectory.create(f"{TRACK}-diagnose", config, out=args.out)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    setup_runtime("fp32", "off", "none", seed=config.seed)
-    summary = initial_instruments(config, data, run.path)
-    run.update_results(track=f"{TRACK}-diagnose", dataset=data.name, banner=data.banner,
-                       initialisation=summary)
-    instruments.write_diagnose_summary(run, "Vision networks at initialisation", summary, data.banner)
-    log(f"done: {run.path / 'summary.md'}")
-    return 0
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = train_parser(
@@ -168,7 +156,9 @@ def main(argv=None):
     if argv[:1] == ["prefetch"]:
         return prefetch_command("python -m tracks.vision", "cifar10", argv[1:])
     if argv[:1] == ["diagnose"]:
-        return diagnose(argv[1:])
+        return diagnose_command("python -m tracks.vision", TRACK, VisionConfig, PRESETS, DEFAULT_PRESET,
+                                argv[1:], load_data=load_data, initial_instruments=initial_instruments,
+                                title="Vision networks at initialisation")
     args = parser.parse_args(argv)
     return train(args)
 

@@ -81,13 +81,21 @@ def compile_model(model, config, spec, runtime, steps_per_epoch):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=runtime.xla,
-        steps_per_execution=config.steps_per_execution,
+        steps_per_execution=runtime.steps_per_execution(config.steps_per_execution),
     )
 
 
-def lesion_study(model, data, num_images):
+def sample_indices(total, size, seed):
+    """A fixed random subset of indices (image sets are often stored class by class)."""
+    import numpy as np
+
+    return np.sort(np.random.default_rng(seed).permutation(total)[:size])
+
+
+def lesion_study(model, data, num_images, seed=0):
     """Veit et al. 2016: test accuracy with each single block removed."""
-    x, y = data.x_test[:num_images], data.y_test[:num_images]
+    indices = sample_indices(len(data.y_test), num_images, seed)
+    x, y = data.x_test[indices], data.y_test[indices]
     return jsonable(diagnostics.lesion(model, (data.normalize(x), y), metric="accuracy", batch_size=250))
 
 
@@ -129,6 +137,6 @@ def train_one(config, spec, runtime, data, datasets, run, log):
             entry["val_error"] = 1.0 - last["val_accuracy"]
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
         entry["test_error"] = 1.0 - test["accuracy"]
-        entry["lesion"] = lesion_study(model, data, config.lesion_images)
+        entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
     entry["seconds"] = time.perf_counter() - start
     return entry

@@ -9,6 +9,8 @@ He et al. 2015, section 4.2: batch 128, SGD momentum 0.9, coupled weight decay
 import dataclasses
 from typing import Optional
 
+from tracks.common.runtime import RuntimeOptions
+
 from residual_keras.models import blocks_per_stage
 
 VARIANTS = ("plain", "residual", "zero-gamma", "fixup", "projection")
@@ -25,7 +27,7 @@ def _help(text, **extra):
 
 
 @dataclasses.dataclass(frozen=True)
-class VisionConfig:
+class VisionConfig(RuntimeOptions):
     """Everything that defines a vision run (written to config.json)."""
 
     preset: str = dataclasses.field(default="quick", metadata={"cli": False})
@@ -80,20 +82,9 @@ class VisionConfig:
     )
     augment: bool = dataclasses.field(default=True, metadata={"help": "pad-4 random crop + horizontal flip"})
     seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data)"})
-    precision: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
-                                  "choices": ("auto", "bf16", "fp32")}
-    )
-    xla: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
-                                  "choices": ("auto", "on", "off")}
-    )
-    strategy: str = dataclasses.field(
-        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
-                                  "choices": ("none", "mirrored", "multiworker")}
-    )
     steps_per_execution: int = dataclasses.field(
-        default=1, metadata={"help": "training steps per compiled call (fewer Python round trips)"}
+        default=8, metadata={"help": "training steps per compiled call (fewer Python round trips; "
+                                        "measured in benchmarks/NOTES.md)"}
     )
 
     def __post_init__(self):
@@ -130,7 +121,7 @@ PRESETS = {
     ),
     # The CPU default: shows the degradation problem in about 15 minutes on 2 cores.
     "quick": VisionConfig(
-        preset="quick", depths=(8, 32), width=8, epochs=6, train_size=8000, curve_eval_size=1000,
+        preset="quick", depths=(14, 44), width=8, epochs=8, train_size=12000, curve_eval_size=1000,
         learning_rate=0.1, schedule="cosine",
     ),
     # The GPU default: Figure 6's ordering for 20/56/110 in about 15 minutes on one modern GPU.

@@ -1,0 +1,247 @@
+"""Training throughput of the tracks' models, optionally side by side with PyTorch eager.
+
+    python benchmarks/throughput.py                 # ResNet-20, ResNet-56, baby char GPT
+    python benchmarks/throughput.py --peers         # + the PyTorch peers, alternated
+    python benchmarks/throughput.py --models chargpt --xla off --steps-per-execution 1
+
+Each model is built, compiled and trained by the tracks' own code
+(`tracks.vision.experiment` / `tracks.language.experiment`: the same builder,
+optimizer, loss, XLA and precision settings, `model.fit` on the tracks' tf.data
+pipelines with augmentation), so the numbers are what a track run gets.
+Warm-up steps (including compilation) are timed separately and left out.
+
+With `--peers`, the PyTorch eager scripts in ../shared/bench (or
+--peer-dir) run in subprocesses between our timed segments: ours, peer,
+ours, peer, ... so both see the same machine state; the ratio reported is
+the median over the pairs. The peers use a fixed in-memory batch and no
+input pipeline; ours includes the tf.data pipeline.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = {
+    # name: (track, description, peer script or None)
+    "resnet20": ("vision", "ResNet-20, option-B shortcuts (as the peer), batch 128", "torch_resnet20.py"),
+    "resnet56": ("vision", "ResNet-56, option-A shortcuts, batch 128", None),
+    "chargpt": ("language", "baby char GPT: 4 layers x 128, block 64, batch 12", "torch_chargpt.py"),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="resnet20,resnet56,chargpt",
+                        help="comma-separated: " + ", ".join(MODELS))
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per segment (default: 16 for ResNets, 120 for the GPT)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2 x steps-per-execution + 4)")
+    parser.add_argument("--pairs", type=int, default=5, help="timed segments (and peer runs, with --peers)")
+    parser.add_argument("--xla", default="auto", choices=("auto", "on", "off"))
+    parser.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"))
+    parser.add_argument("--steps-per-execution", type=int, default=None,
+                        help="default: the tracks' presets (quick)")
+    parser.add_argument("--peers", action="store_true", help="also run the PyTorch peers, alternated with ours")
+    parser.add_argument("--peer-dir", default=str(ROOT.parent / "shared" / "bench"))
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for the peers")
+    parser.add_argument("--out", default="benchmarks/throughput.json", help="where the JSON results go")
+    args = parser.parse_args(argv)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for name in args.models:
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    return args
+
+
+def _vision_setup(name, args):
+    import dataclasses
+
+    from tracks.vision import experiment
+    from tracks.vision.data import load_vision_data, make_datasets
+    from tracks.vision.presets import PRESETS
+
+    depth, variant = (20, "projection") if name == "resnet20" else (56, "residual")
+    config = dataclasses.replace(PRESETS["quick"], depths=(depth,), variants=(variant,), width=16,
+                                 batch_size=128, xla=args.xla, precision=args.precision,
+                                 **_spe(args))
+    data = load_vision_data("synthetic", seed=0, log=lambda message: None)
+    train_ds, _, _ = make_datasets(data, config.batch_size, augment=True, seed=0)
+    spec = experiment.VisionSpec(variant, depth)
+
+    def build(runtime):
+        model = experiment.build_model(config, spec, data.num_classes)
+        experiment.compile_model(model, config, spec, runtime, steps_per_epoch=len(data.y_train) // 128)
+        return model
+
+    return config, build, train_ds.repeat(), config.batch_size, "images"
+
+
+def _language_setup(name, args):
+    import dataclasses
+
+    from tracks.language import experiment
+    from tracks.language.data import load_text_data, make_lm_datasets
+    from tracks.language.presets import PRESETS
+
+    config = dataclasses.replace(PRESETS["quick"], depths=(4,), variants=("pre",), warmup_steps=(0,),
+                                 xla=args.xla, precision=args.precision, **_spe(args))
+    shakespeare = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+    source = f"text:{shakespeare}" if shakespeare.exists() else "pydoc"  # vocabulary 65, else 103
+    data = load_text_data(source, log=lambda message: None, sequence_length=config.sequence_length)
+    train_ds, _ = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=0)
+    spec = experiment.LanguageSpec("pre", 4, 0)
+
+    def build(runtime):
+        model = experiment.build_model(config, spec, data.vocab.size)
+        experiment.compile_model(model, config, spec, runtime)
+        return model
+
+    return config, build, train_ds, config.batch_size * config.sequence_length, "tokens"
+
+
+def _spe(args):
+    return {} if args.steps_per_execution is None else {"steps_per_execution": args.steps_per_execution}
+
+
+def run_peer(script, args, name):
+    command = [sys.executable, str(pathlib.Path(args.peer_dir) / script), "--threads", str(args.threads)]
+    command += ["--steps", "20"] if name == "resnet20" else ["--steps", "150"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if finished.returncode != 0:
+        raise RuntimeError(f"peer {script} failed: {finished.stderr[-500:]}")
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    return result["images_per_s"] if "images_per_s" in result else result["tokens_per_s"]
+
+
+def measure(name, args, peers_available):
+    from tracks.common.runtime import setup_runtime
+    from tracks.common.xla import xla_step_ran
+
+    track, description, peer = MODELS[name]
+    setup = _vision_setup if track == "vision" else _language_setup
+    config, build, train_ds, units_per_step, unit = setup(name, args)
+    runtime = setup_runtime(config.precision, config.xla, "none", seed=0,
+                            cpu_xla=_cpu_xla_default(track))
+    model = build(runtime)
+    spe = config.steps_per_execution
+    steps = args.steps or (16 if track == "vision" else 120)
+    steps = max(spe, steps - steps % spe)
+    warmup = args.warmup or 2 * spe + 4
+    start = time.perf_counter()
+    model.fit(train_ds, epochs=1, steps_per_epoch=warmup, verbose=0)
+    compile_seconds = time.perf_counter() - start
+    ours, theirs = [], []
+    with_peer = args.peers and peer and peers_available
+    for _ in range(args.pairs if with_peer else min(args.pairs, 2)):  # no ratio: 2 segments do
+        start = time.perf_counter()
+        model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0)
+        ours.append(steps * units_per_step / (time.perf_counter() - start))
+        if with_peer:
+            theirs.append(run_peer(peer, args, name))
+    rate = statistics.median(ours)
+    result = {
+        "model": name,
+        "description": description,
+        f"{unit}_per_s": round(rate, 1),
+        "ms_per_step": round(1000 * units_per_step / rate, 2),
+        "compile_and_warmup_s": round(compile_seconds, 1),
+        "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "xla": xla_step_ran(model),
+        "precision": runtime.precision,
+        "steps_per_execution": spe,
+        "device": runtime.device,
+        "segments": [round(r, 1) for r in ours],
+    }
+    if theirs:
+        ratios = [o / t for o, t in zip(ours, theirs)]
+        result["peer_" + f"{unit}_per_s"] = [round(t, 1) for t in theirs]
+        result["ratio_vs_torch_eager"] = round(statistics.median(ratios), 3)
+        result["ratios"] = [round(r, 3) for r in ratios]
+    return result
+
+
+def _torch_importable():
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def _cpu_xla_default(track):
+    from tracks.common.runtime import CPU_XLA
+
+    return CPU_XLA[track]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    peers_available = False
+    if args.peers:
+        peers_available = _torch_importable()
+        if not peers_available:
+            print("--peers: torch is not importable (pip install torch==2.13.0); running ours only")
+    results = []
+    for name in args.models:
+        # One process per model: separate peak memory, no shared compilation caches.
+        command = [sys.executable, __file__, "--_one", name, *_forward(argv if argv is not None else sys.argv[1:])]
+        finished = subprocess.run(command, capture_output=True, text=True)
+        lines = [line for line in finished.stdout.splitlines() if line.startswith("{")]
+        if finished.returncode != 0 or not lines:
+            print(f"{name}: failed\n{finished.stderr[-2000:]}")
+            return 1
+        results.append(json.loads(lines[-1]))
+        print_table(results[-1:], header=not results[:-1])
+    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "peers": peers_available}
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    print(f"written: {out}")
+    return 0
+
+
+def _forward(argv):
+    skip = {"--models"}
+    forwarded, skipping = [], False
+    for item in argv:
+        if skipping:
+            skipping = False
+            continue
+        if item in skip:
+            skipping = True
+            continue
+        if item.startswith("--models="):
+            continue
+        forwarded.append(item)
+    return forwarded
+
+
+def print_table(results, header=True):
+    if header:
+        print(f"{'model':<10} {'throughput':>16} {'ms/step':>8} {'compile s':>9} {'peak MB':>8} "
+              f"{'XLA':>4} {'prec':>5} {'spe':>4} {'vs torch':>9}")
+    for r in results:
+        unit = "images" if "images_per_s" in r else "tokens"
+        rate = r[f"{unit}_per_s"]
+        ratio = r.get("ratio_vs_torch_eager")
+        print(f"{r['model']:<10} {rate:>10.0f} {unit[:3]}/s {r['ms_per_step']:>8.1f} "
+              f"{r['compile_and_warmup_s']:>9.1f} {r['peak_memory_mb']:>8} {str(r['xla']):>4} "
+              f"{r['precision']:>5} {r['steps_per_execution']:>4} "
+              f"{'' if ratio is None else f'{ratio:.2f}x':>9}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--_one":
+        name = sys.argv[2]
+        one_args = parse_args(sys.argv[3:])
+        print(json.dumps(measure(name, one_args, _torch_importable())))
+        sys.exit(0)
+    sys.exit(main())

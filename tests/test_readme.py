@@ -1,0 +1,33 @@
+"""The README's promises: its example runs, its quick start is what CI runs."""
+
+import math
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _block_after(marker):
+    start = README.index(marker)
+    match = re.search(r"```python\n(.*?)```", README[start:], re.S)
+    return match.group(1)
+
+
+def test_own_model_example_runs_and_measures_the_gradient(capsys):
+    code = _block_after("<!-- example: own-model")
+    assert len(code.strip().splitlines()) <= 16
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    model, flow = namespace["model"], namespace["flow"]
+    assert model.output_shape == (None, 10)
+    assert math.isfinite(flow["gain"]) and flow["gain"] > 0
+    assert "gradient gain" in capsys.readouterr().out
+
+
+def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
+    start = README.index("## Quick start")
+    section = README[start:README.index("\n## ", start + 1)]
+    commands = [line for line in section.splitlines() if line.startswith("pip install")]
+    assert len(commands) == 2
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
