@@ -35,11 +35,6 @@ def count_trainable_params(model):
     return int(sum(keras.ops.size(weight) for weight in model.trainable_weights))
 
 
-def cifar_depths(max_n=200):
-    """The valid depths 6n + 2 (8, 14, 20, ...), for messages and CLIs."""
-    return [6 * n + 2 for n in range(1, max_n + 1)]
-
-
 def blocks_per_stage(depth):
     """n for depth = 6n + 2; raises `ValueError` for any other depth."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:

@@ -45,6 +45,12 @@ def format_value(value, kind="float"):
     return f"{value:.3f}"
 
 
+def deepest_with(config, results, key):
+    """(depth, entries): the deepest grid depth's results entries that carry `key`."""
+    depth = max(config.depths)
+    return depth, [m for m in results["models"] if m["depth"] == depth and m.get(key)]
+
+
 def markdown_table(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

@@ -14,6 +14,7 @@ from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
 from tracks.common.report import (
     banner_markdown,
+    deepest_with,
     depth_colour,
     format_value,
     markdown_table,
@@ -66,8 +67,7 @@ def plot_loss_curves(run, config, results, path, banner=None):
 
 def plot_stream(config, results, path, banner=None):
     """stream.png for the deepest depth's trained models; False when there is none."""
-    depth = max(config.depths)
-    entries = [m for m in results["models"] if m["depth"] == depth and m.get("stream")]
+    depth, entries = deepest_with(config, results, "stream")
     if not entries:
         return False
     plots.stream([m["stream"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,

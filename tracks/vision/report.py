@@ -14,6 +14,7 @@ from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
 from tracks.common.report import (
     banner_markdown,
+    deepest_with,
     depth_colour,
     format_value,
     markdown_table,
@@ -59,8 +60,7 @@ def plot_training_curves(run, config, results, path, banner=None):
 
 def plot_lesions(config, results, path, banner=None):
     """lesion.png for the deepest depth's trained models; False when there is none."""
-    depth = max(config.depths)
-    entries = [m for m in results["models"] if m["depth"] == depth and m.get("lesion")]
+    depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
     plots.lesion([m["lesion"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,
