@@ -1,0 +1,79 @@
+"""Instruments that measure what the residual connection does to a network.
+
+A residual block computes `x_l = x_{l-1} + f_l(x_{l-1})`, so its Jacobian is
+
+    d x_l / d x_{l-1} = I + d f_l / d x_{l-1}
+
+and through L blocks the chain rule gives
+
+    d x_L / d x_0 = (I + J_L) (I + J_{L-1}) ... (I + J_1),     J_l = d f_l / d x_{l-1}.
+
+Expanding the product, the identity term `I` survives at any depth: the
+gradient `dLoss/dx_0 = (d x_L / d x_0)^T dLoss/dx_L` always has a direct path.
+A plain stack `x_l = f_l(x_{l-1})` keeps only `J_L ... J_1`, whose norm
+behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
+
+- Scalar chain, `f(x) = alpha * x` (`scalar_chain`): plain gain `alpha^L`,
+  residual gain `(1 + alpha)^L`. alpha = -0.1, L = 50: 1e-50 against
+  0.9^50 = 5.15e-3.
+- If every `||J_l|| <= eps < 1`, then `(1 - eps)^L <= ||d x_L / d x_0|| <=
+  (1 + eps)^L` for the residual stack and `<= eps^L` for the plain one
+  (`jacobian_norm`).
+- If every branch is 0 at initialisation (zero-gamma BatchNorm, Fixup,
+  ReZero), `d x_L / d x_0` is the identity (up to the ReLU and option-A
+  shortcuts, which only select and zero-pad): its norm is exactly 1.
+- Without normalisation of the stream, `||x_L||^2 ~ ||x_0||^2 + sum_l
+  ||f_l||^2`: branches of fixed size make the stream grow like sqrt(L)
+  (`activation_norms`).
+- Veit, Wilber, Belongie 2016 ("Residual Networks Behave Like Ensembles of
+  Relatively Shallow Networks"): deleting one block of a trained residual
+  network barely changes its accuracy; deleting a layer of a plain network
+  destroys it (`lesion`).
+- Transformers: what the attention and feed-forward sublayers write into the
+  stream, relative to the stream (`stream_contributions`).
+
+Which layers are "blocks": in a model, every instance of the library's block
+classes (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`,
+`TransformerBlock`), in the model's layer order; pass `blocks=[names or
+layers]` to choose others (a student's own residual layer, say). The blocks
+must form a chain: block l+1's input is computed from block l's output alone
+(other layers in between, such as Dropout, are allowed). The "stream points"
+are `x_0` = the first block's input and `x_l` = the output of block l (after
+any such in-between layers, i.e. block l+1's input; `x_L` is the last
+block's output).
+
+Keras 3 has no backend-agnostic API for gradients of intermediate tensors or
+Jacobian-vector products, so `gradient_norms` and `jacobian_norm` use
+TensorFlow's autodiff (`tf.GradientTape`, `tf.autodiff.ForwardAccumulator`)
+and need the TensorFlow backend; TensorFlow is imported inside those two
+functions only. The forward passes use `keras.ops`.
+
+Every instrument returns plain data (a dict of lists, floats and numpy
+arrays) that `residual_keras.plots` draws and that `json`-friendly reports
+can store. None of them changes the model.
+
+One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
+`stream`, `scalar_chain`, `calibration`; `_blocks` finds the blocks.
+"""
+
+from residual_keras.diagnostics._blocks import block_classes, find_blocks
+from residual_keras.diagnostics.activations import activation_norms
+from residual_keras.diagnostics.calibration import calibrate_batchnorm
+from residual_keras.diagnostics.gradients import gradient_norms
+from residual_keras.diagnostics.jacobian import jacobian_norm
+from residual_keras.diagnostics.lesion import METRICS, lesion
+from residual_keras.diagnostics.scalar_chain import scalar_chain
+from residual_keras.diagnostics.stream import stream_contributions
+
+__all__ = [
+    "METRICS",
+    "activation_norms",
+    "block_classes",
+    "calibrate_batchnorm",
+    "find_blocks",
+    "gradient_norms",
+    "jacobian_norm",
+    "lesion",
+    "scalar_chain",
+    "stream_contributions",
+]

@@ -1,0 +1,60 @@
+"""Small numeric helpers the instruments share: norms per example, numpy, losses."""
+
+import contextlib
+import logging
+
+import keras
+import numpy as np
+from keras import ops
+
+_TINY = 1e-300
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_logger():
+    """Hides TensorFlow's "triggered tf.function retracing" warning meanwhile."""
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _smallest_normal(dtype):
+    """Smallest positive normal number of a float dtype (float32's for bfloat16)."""
+    dtype = keras.backend.standardize_dtype(dtype)
+    return float(np.finfo(dtype).tiny) if dtype in ("float16", "float64") else 1.2e-38
+
+
+def _to_numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def _per_example_norm(x, dtype="float32"):
+    """Euclidean norm of each example (all axes but the first)."""
+    x = ops.cast(x, dtype)
+    return ops.sqrt(ops.sum(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1))
+
+
+def _per_example_rms(x):
+    x = ops.cast(x, "float32")
+    return ops.sqrt(ops.mean(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1))
+
+
+def _default_loss(y_true, y_pred):
+    """Mean sparse categorical cross-entropy of logits."""
+    return ops.mean(
+        keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+    )
+
+
+def _resolve_loss(loss):
+    if loss is None:
+        return _default_loss
+    if isinstance(loss, str) or isinstance(loss, keras.losses.Loss):
+        return keras.losses.get(loss)
+    if callable(loss):
+        return loss
+    raise TypeError(f"loss must be None, a Keras loss or a callable, got {loss!r}.")

@@ -1,0 +1,47 @@
+"""The size of the residual stream after every block (`activation_norms`)."""
+
+import numpy as np
+from keras import ops
+
+from residual_keras.diagnostics._blocks import _Chain
+from residual_keras.diagnostics._tensors import _per_example_rms, _to_numpy
+
+
+def activation_norms(model, x, *, training=True, blocks=None):
+    """RMS of the residual stream at every stream point, per example.
+
+    `rms[l]` is `sqrt(mean(x_l^2))` over all of one example's entries
+    (positions and channels), for x_0 = first block's input and x_l = block
+    l's output. RMS rather than the total norm, so that downsampling stages
+    (fewer positions) do not look like shrinking; option-A shortcuts append
+    zero channels, which does lower the RMS of a stage's first output.
+
+    Without normalisation of the stream, `x_L = x_0 + sum_l f_l` and random
+    branches of similar size add in quadrature: `rms_L^2 ~ rms_0^2 +
+    sum_l rms(f_l)^2`, growth like sqrt(L). `training=True` (the default)
+    measures what a training step sees: in a BatchNorm ResNet each branch
+    ends in a BN with batch statistics, so every branch has unit-size output
+    and the stream grows like sqrt(L) within a stage.
+
+    Args:
+        model: keras.Model built from residual_keras blocks.
+        x: a batch of model inputs.
+        training: bool. Mode of BatchNorm/Dropout. Default True.
+        blocks: optional list of layer names (or layers) to use as blocks.
+
+    Returns:
+        dict with `model`, `names` (L block names), `depths` (0..L) and
+        `rms` (float64 array (L+1, B)).
+    """
+    chain = _Chain(model, blocks)
+    stream = chain.first_input(ops.convert_to_tensor(x), training)
+    rows = [_to_numpy(_per_example_rms(stream))]
+    for index in range(len(chain.blocks)):
+        stream = chain.step(index, stream, training)
+        rows.append(_to_numpy(_per_example_rms(stream)))
+    return {
+        "model": chain.model_name,
+        "names": list(chain.names),
+        "depths": np.arange(len(rows)),
+        "rms": np.stack(rows).astype("float64"),
+    }
