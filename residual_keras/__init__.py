@@ -20,6 +20,7 @@ from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
 from residual_keras.generate import generate
 from residual_keras.models import cifar_resnet, count_trainable_params, transformer_lm
+from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
 from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
 from residual_keras.transformer import TransformerBlock
@@ -31,6 +32,7 @@ __all__ = [
     "BottleneckBlock",
     "FixupBasicBlock",
     "PadShortcut",
+    "PreActBasicBlock",
     "ProjectionShortcut",
     "ScalarBias",
     "ScalarScale",

@@ -4,7 +4,9 @@
 section 4.2: a 3x3 stem with `width` filters, three stages of n blocks on
 32x32, 16x16 and 8x8 maps with width, 2*width and 4*width filters (the first
 block of stages 2 and 3 has stride 2), global average pooling and a dense
-classifier. Depth = 6n + 2 weighted layers.
+classifier. Depth = 6n + 2 weighted layers. `block="preact"` builds He et
+al. 2016's pre-activation network instead (stem conv, pre-activation blocks,
+a final BN-ReLU before pooling); `norm="none"` removes every normalisation.
 
 `transformer_lm` is a decoder-only character language model of
 `TransformerBlock`s (Pre-LN, Post-LN, their plain twins, or ReZero) with
@@ -19,6 +21,7 @@ from keras import layers
 from residual_keras._checks import check_choice, check_positive_int
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
+from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import BasicBlock
 from residual_keras.transformer import (
     NORM_POSITIONS,
@@ -27,7 +30,8 @@ from residual_keras.transformer import (
     check_residual,
 )
 
-NORMS = ("batchnorm", "fixup")
+NORMS = ("batchnorm", "fixup", "none")
+BLOCKS = ("basic", "preact")
 
 
 def count_trainable_params(model):
@@ -49,9 +53,11 @@ def cifar_resnet(
     depth,
     *,
     residual=True,
+    block="basic",
     shortcut="A",
     norm="batchnorm",
     zero_gamma=False,
+    zero_init_last=False,
     num_classes=10,
     width=16,
     input_shape=(32, 32, 3),
@@ -65,24 +71,36 @@ def cifar_resnet(
 
     Trainable parameters (option A, width 16): ResNet-20 269,722; -32 464,154;
     -44 658,586; -56 853,018; -110 1,727,962. Option B adds 2,752. The plain
-    twin (option A) has exactly the same parameters.
+    twin (option A) has exactly the same parameters. The pre-activation
+    ResNet-20 has 269,946 (its BatchNorms sit on the blocks' inputs, plus
+    one at the end, instead of one after the stem).
 
     Args:
         depth: int. 6n + 2: 20, 32, 44, 56, 110, 1202, ...
         residual: bool. False builds the plain network with the same layers.
             Default True.
+        block: "basic" (He et al. 2015: `ReLU(x + f(x))`) or "preact" (He et
+            al. 2016: `x + f(x)`, BN-ReLU inside the branch, and a final
+            BN-ReLU before pooling). Default "basic".
         shortcut: "A" (zero-pad, parameter-free) or "B" (1x1 projection),
             used where a block changes shape. Default "A".
-        norm: "batchnorm" (the paper) or "fixup" (no normalisation, Fixup
-            initialisation; residual only). Default "batchnorm".
-        zero_gamma: bool. Start each block's last BN gamma at 0. Default False.
+        norm: "batchnorm" (the paper), "fixup" (no normalisation, Fixup
+            initialisation; basic residual blocks only) or "none" (no
+            normalisation at all, He initialisation: the network in which a
+            plain stack's product of Jacobians shows undisguised).
+            Default "batchnorm".
+        zero_gamma: bool. Start each basic block's last BN gamma at 0.
+            Default False.
+        zero_init_last: bool. Start each pre-activation block's last conv at
+            0, so every block is the identity at initialisation. Default False.
         num_classes: int. Output classes. Default 10.
         width: int. Filters of the first stage (16 in the paper). Default 16.
         input_shape: tuple. Image shape (height, width, channels).
         weight_decay: float. The paper's coupled weight decay (1e-4), added as
             an L2 penalty `weight_decay / 2 * ||W||^2` on every conv and dense
             kernel, which adds `weight_decay * W` to the gradient. Default 0.
-        name: optional model name; default e.g. "resnet20" or "plain20".
+        name: optional model name; default e.g. "resnet20", "plain20",
+            "preact_resnet20" or "resnet20_nonorm".
 
     Returns:
         A `keras.Model` from images to `num_classes` logits (float32 even
@@ -95,74 +113,86 @@ def cifar_resnet(
     """
     n = blocks_per_stage(depth)
     check_choice("norm", norm, NORMS)
+    check_choice("block", block, BLOCKS)
     check_choice("shortcut", shortcut, ("A", "B"))
     check_positive_int("num_classes", num_classes)
     check_positive_int("width", width)
     if not isinstance(residual, bool):
         raise ValueError(f"residual must be True or False, got {residual!r}.")
     if norm == "fixup":
-        if not residual:
+        if not residual or block != "basic":
             raise ValueError(
-                "norm='fixup' needs residual=True: Fixup starts every branch at "
-                "zero, so a plain Fixup network would output a constant."
+                "norm='fixup' needs residual=True and block='basic': Fixup starts every branch "
+                "at zero, so a plain Fixup network would output a "
+                f"constant; got residual={residual!r}, block={block!r}."
             )
-        if zero_gamma or shortcut != "A":
+        if zero_gamma or zero_init_last or shortcut != "A":
             raise ValueError(
-                "norm='fixup' has no BatchNorm (so no zero_gamma) and uses its "
-                f"own option-A shortcut; got zero_gamma={zero_gamma!r}, "
-                f"shortcut={shortcut!r}."
+                "norm='fixup' has no BatchNorm (so no zero_gamma), starts its branches "
+                "at 0 itself and uses its own option-A shortcut; got "
+                f"zero_gamma={zero_gamma!r}, zero_init_last={zero_init_last!r}, shortcut={shortcut!r}."
             )
-    if zero_gamma and not residual:
+    if zero_gamma and (not residual or block != "basic" or norm != "batchnorm"):
         raise ValueError(
-            "zero_gamma=True needs residual=True: a plain block with a zero "
-            "last gamma outputs 0 for every input."
+            "zero_gamma=True needs residual=True, block='basic' and norm='batchnorm' "
+            "(a plain block with a zero last gamma outputs 0; pre-activation blocks "
+            "end with a conv: use zero_init_last)."
+        )
+    if zero_init_last and (not residual or block != "preact"):
+        raise ValueError(
+            "zero_init_last=True needs residual=True and block='preact' (a plain block "
+            "with a zero last conv outputs 0; basic blocks: use zero_gamma)."
         )
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}.")
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
     fixup = norm == "fixup"
+    normalised = norm == "batchnorm"
+    preact = block == "preact"
 
     inputs = keras.Input(shape=input_shape, name="images")
     x = layers.Conv2D(
         width,
         3,
         padding="same",
-        use_bias=False,
+        use_bias=norm == "none",
         kernel_initializer="he_normal",
         kernel_regularizer=regularizer,
         name="stem_conv",
     )(inputs)
     if fixup:
         x = ScalarBias(0.1, name="stem_bias")(x)
-    else:
+    elif normalised and not preact:
         x = layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
-    x = layers.ReLU(name="stem_relu")(x)
+    if not preact:  # a pre-activation block starts with its own (BN-)ReLU
+        x = layers.ReLU(name="stem_relu")(x)
 
+    block_norm = "batchnorm" if normalised else "none"
     for stage in range(3):
         filters = width * 2**stage
         for index in range(n):
             strides = 2 if stage > 0 and index == 0 else 1
             block_name = f"stage{stage + 1}_block{index + 1}"
             if fixup:
-                block = FixupBasicBlock(
-                    filters,
-                    strides,
-                    num_blocks=3 * n,
-                    kernel_regularizer=regularizer,
-                    name=block_name,
+                layer = FixupBasicBlock(
+                    filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer, name=block_name
+                )
+            elif preact:
+                layer = PreActBasicBlock(
+                    filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
+                    zero_init_last=zero_init_last, kernel_regularizer=regularizer, name=block_name,
                 )
             else:
-                block = BasicBlock(
-                    filters,
-                    strides,
-                    residual=residual,
-                    shortcut=shortcut,
-                    zero_gamma=zero_gamma,
-                    kernel_regularizer=regularizer,
-                    name=block_name,
+                layer = BasicBlock(
+                    filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
+                    zero_gamma=zero_gamma, kernel_regularizer=regularizer, name=block_name,
                 )
-            x = block(x)
+            x = layer(x)
 
+    if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
+        if normalised:
+            x = layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
+        x = layers.ReLU(name="final_relu")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if fixup:
         x = ScalarBias(0.1, name="head_bias")(x)
@@ -175,7 +205,7 @@ def cifar_resnet(
     )(x)
     if name is None:
         kind = "fixup" if fixup else ("resnet" if residual else "plain")
-        name = f"{kind}{depth}"
+        name = f"{'preact_' if preact else ''}{kind}{depth}{'_nonorm' if norm == 'none' else ''}"
     return keras.Model(inputs, outputs, name=name)
 
 

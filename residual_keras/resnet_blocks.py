@@ -9,6 +9,14 @@ network of section 4.2 with exactly the same convolutions and no addition,
 et al. 2017, "Accurate, Large Minibatch SGD"), so at initialisation
 `f(x) = 0` and every block is `ReLU(shortcut(x))`: the deep network starts
 out as a shallow one.
+
+`norm="none"` drops every BatchNorm (the convolutions get biases instead):
+the unnormalised networks in which a plain stack's product of Jacobians, and
+a residual stream's growth, show without BatchNorm rescaling them.
+
+The ReLU after the addition is the original design; its Jacobian is a 0/1
+mask, so the identity path is not quite clean. `PreActBasicBlock`
+(preact_blocks.py, He et al. 2016) moves it into the branch.
 """
 
 import keras
@@ -20,6 +28,8 @@ from residual_keras._checks import (
     check_positive_int,
     strided_output_shape,
 )
+
+NORMS = ("batchnorm", "none")
 from residual_keras._initializers import clone_initializer
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
 
@@ -40,6 +50,7 @@ class _ConvBlock(layers.Layer):
         residual=True,
         shortcut="A",
         zero_gamma=False,
+        norm="batchnorm",
         kernel_initializer="he_normal",
         kernel_regularizer=None,
         norm_momentum=0.9,
@@ -59,6 +70,13 @@ class _ConvBlock(layers.Layer):
                 "block would output ReLU(0) = 0 for every input."
             )
         self.zero_gamma = bool(zero_gamma)
+        self.norm = check_choice("norm", norm, NORMS)
+        if zero_gamma and norm == "none":
+            raise ValueError(
+                "zero_gamma=True needs norm='batchnorm': without BatchNorm there "
+                "is no gamma (Fixup, or PreActBasicBlock(zero_init_last=True), "
+                "start an unnormalised branch at 0)."
+            )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.norm_momentum = norm_momentum
@@ -69,13 +87,17 @@ class _ConvBlock(layers.Layer):
         return self.filters
 
     def _conv_bn(self, name, filters, kernel_size, strides, input_shape, zero_gamma=False):
-        """Creates and builds `Conv2D(no bias) -> BatchNorm`; returns the pair and output shape."""
+        """Creates and builds `Conv2D(no bias) -> BatchNorm`; returns the pair and output shape.
+
+        With `norm="none"` the pair is `(Conv2D with bias, None)`.
+        """
+        normalised = self.norm == "batchnorm"
         conv = layers.Conv2D(
             filters,
             kernel_size,
             strides=strides,
             padding="same",
-            use_bias=False,
+            use_bias=not normalised,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer,
             dtype=self.dtype_policy,
@@ -83,6 +105,8 @@ class _ConvBlock(layers.Layer):
         )
         conv.build(input_shape)
         output_shape = conv.compute_output_shape(input_shape)
+        if not normalised:
+            return (conv, None), output_shape
         norm = layers.BatchNormalization(
             momentum=self.norm_momentum,
             epsilon=self.norm_epsilon,
@@ -108,6 +132,7 @@ class _ConvBlock(layers.Layer):
                 kernel_regularizer=self.kernel_regularizer,
                 norm_momentum=self.norm_momentum,
                 norm_epsilon=self.norm_epsilon,
+                norm=self.norm,
             )
             if self.shortcut_layer is not None:
                 self.shortcut_layer.build(input_shape)
@@ -115,18 +140,24 @@ class _ConvBlock(layers.Layer):
     def build_branch(self, input_shape):
         raise NotImplementedError
 
+    @staticmethod
+    def _conv_norm(conv, norm, x, training):
+        """`norm(conv(x))`, or `conv(x)` in an unnormalised block."""
+        x = conv(x)
+        return x if norm is None else norm(x, training=training)
+
     def branch(self, inputs, training=None):
         """The residual function `f(x)`, before the addition and final ReLU."""
         raise NotImplementedError
 
     def call(self, inputs, training=None):
-        out = self.branch(inputs, training=training)
-        if self.residual:
-            shortcut = inputs
-            if self.shortcut_layer is not None:
-                shortcut = self.shortcut_layer(inputs, training=training)
-            out = out + shortcut
-        return ops.relu(out)
+        residual = self.branch(inputs, training=training)  # f(x)
+        if not self.residual:
+            return ops.relu(residual)  # the plain twin: ReLU(f(x))
+        shortcut = inputs
+        if self.shortcut_layer is not None:
+            shortcut = self.shortcut_layer(inputs, training=training)
+        return ops.relu(residual + shortcut)  # ReLU(f(x) + shortcut(x))
 
     def compute_output_shape(self, input_shape):
         return strided_output_shape(input_shape, self.strides, self.output_channels)
@@ -140,6 +171,7 @@ class _ConvBlock(layers.Layer):
                 "residual": self.residual,
                 "shortcut": self.shortcut,
                 "zero_gamma": self.zero_gamma,
+                "norm": self.norm,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
@@ -170,6 +202,8 @@ class BasicBlock(_ConvBlock):
             elsewhere the shortcut is the identity. Default "A".
         zero_gamma: bool. Start the last BatchNorm's gamma at 0 so the block
             is `ReLU(shortcut(x))` at initialisation. Default False.
+        norm: "batchnorm" (the paper) or "none" (no normalisation; the
+            convolutions get biases). Default "batchnorm".
         kernel_initializer: initializer of the conv kernels. Default "he_normal".
         kernel_regularizer: optional regularizer of the conv kernels.
         norm_momentum: float. BatchNorm momentum (Keras convention). Default 0.9.
@@ -191,8 +225,9 @@ class BasicBlock(_ConvBlock):
         )
 
     def branch(self, inputs, training=None):
-        x = ops.relu(self.norm1(self.conv1(inputs), training=training))
-        return self.norm2(self.conv2(x), training=training)
+        """f(x) = BN(conv2(ReLU(BN(conv1(x)))))."""
+        x = ops.relu(self._conv_norm(self.conv1, self.norm1, inputs, training))
+        return self._conv_norm(self.conv2, self.norm2, x, training)
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -208,7 +243,7 @@ class BottleneckBlock(_ConvBlock):
         filters: int. Channels of the 1x1 and 3x3 convolutions inside.
         strides: int. Stride of the 3x3 convolution. Default 1.
         expansion: int. Output channels are `filters * expansion`. Default 4.
-        residual, shortcut, zero_gamma, kernel_initializer,
+        residual, shortcut, zero_gamma, norm, kernel_initializer,
         kernel_regularizer, norm_momentum, norm_epsilon: as in `BasicBlock`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -238,9 +273,10 @@ class BottleneckBlock(_ConvBlock):
         )
 
     def branch(self, inputs, training=None):
-        x = ops.relu(self.norm1(self.conv1(inputs), training=training))
-        x = ops.relu(self.norm2(self.conv2(x), training=training))
-        return self.norm3(self.conv3(x), training=training)
+        """f(x) = BN(conv3(ReLU(BN(conv2(ReLU(BN(conv1(x)))))))) (1x1, 3x3, 1x1)."""
+        x = ops.relu(self._conv_norm(self.conv1, self.norm1, inputs, training))
+        x = ops.relu(self._conv_norm(self.conv2, self.norm2, x, training))
+        return self._conv_norm(self.conv3, self.norm3, x, training)
 
     def get_config(self):
         config = super().get_config()

@@ -8,7 +8,8 @@ widens the channels, the shortcut must change shape too:
   Parameter-free, so a residual net has exactly the weights of its plain twin
   (the CIFAR-10 networks of section 4.2).
 - option B (`ProjectionShortcut`): a strided 1x1 convolution followed by
-  BatchNorm, `x -> BN(W_s x)` (equation 2 of the paper).
+  BatchNorm, `x -> BN(W_s x)` (equation 2 of the paper); in an unnormalised
+  network (`norm="none"`) the 1x1 convolution alone, `x -> W_s x`.
 """
 
 import keras
@@ -80,7 +81,7 @@ class PadShortcut(layers.Layer):
 
 @keras.saving.register_keras_serializable(package="residual_keras")
 class ProjectionShortcut(layers.Layer):
-    """Option B shortcut: `x -> BN(Conv1x1_stride(x))`.
+    """Option B shortcut: `x -> BN(Conv1x1_stride(x))`, or `Conv1x1_stride(x)` with `norm="none"`.
 
     Args:
         filters: int. Number of output channels.
@@ -90,6 +91,8 @@ class ProjectionShortcut(layers.Layer):
         norm_momentum: float. BatchNorm moving-average momentum (Keras
             convention: 0.9 equals PyTorch's momentum=0.1). Default 0.9.
         norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
+        norm: "batchnorm" or "none" (no BatchNorm after the convolution).
+            Default "batchnorm".
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -106,11 +109,13 @@ class ProjectionShortcut(layers.Layer):
         kernel_regularizer=None,
         norm_momentum=0.9,
         norm_epsilon=1e-5,
+        norm="batchnorm",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_positive_int("strides", strides)
+        self.norm_kind = check_choice("norm", norm, ("batchnorm", "none"))
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.norm_momentum = norm_momentum
@@ -129,6 +134,9 @@ class ProjectionShortcut(layers.Layer):
             name="conv",
         )
         self.conv.build(input_shape)
+        self.norm = None
+        if self.norm_kind == "none":
+            return
         self.norm = layers.BatchNormalization(
             momentum=self.norm_momentum,
             epsilon=self.norm_epsilon,
@@ -138,7 +146,8 @@ class ProjectionShortcut(layers.Layer):
         self.norm.build(self.conv.compute_output_shape(input_shape))
 
     def call(self, inputs, training=None):
-        return self.norm(self.conv(inputs), training=training)
+        x = self.conv(inputs)
+        return x if self.norm is None else self.norm(x, training=training)
 
     def compute_output_shape(self, input_shape):
         return strided_output_shape(input_shape, self.strides, self.filters)
@@ -157,6 +166,7 @@ class ProjectionShortcut(layers.Layer):
                 ),
                 "norm_momentum": self.norm_momentum,
                 "norm_epsilon": self.norm_epsilon,
+                "norm": self.norm_kind,
             }
         )
         return config

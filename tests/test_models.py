@@ -16,6 +16,36 @@ def test_trainable_params_match_the_paper(depth):
     assert count_trainable_params(cifar_resnet(depth, residual=False)) == PAPER_PARAMS[depth]
 
 
+@pytest.mark.parametrize("residual", [True, False])
+def test_preact_network_has_the_papers_parameter_count(residual):
+    # BN on every block's input and a final BN instead of one after the stem: the same total.
+    model = cifar_resnet(20, block="preact", residual=residual)
+    assert count_trainable_params(model) == PAPER_PARAMS[20]
+    names = [layer.name for layer in model.layers]
+    assert "stem_norm" not in names and names[-4:] == ["final_norm", "final_relu", "pool", "classifier"]
+    assert model.name == ("preact_resnet20" if residual else "preact_plain20")
+
+
+def test_unnormalised_network_has_no_batchnorm_and_biases_instead():
+    model = cifar_resnet(20, norm="none")
+    assert not any("moving_mean" in weight.path for weight in model.weights)
+    assert any("moving_mean" in weight.path for weight in cifar_resnet(20).weights)  # guard
+    # 269,722 - BN (2 x (16 + 2 x (3x16 + 3x32 + 3x64))) + conv biases (16 + 2 x (3x16 + 3x32 + 3x64))
+    assert count_trainable_params(model) == 269_722 - 2 * 688 + 688
+    assert model.name == "resnet20_nonorm"
+
+
+def test_zero_init_preact_network_starts_as_its_shortcuts():
+    # Every block is the identity (or option A) at initialisation: the stream after the stem
+    # reaches the final BN-ReLU unchanged apart from subsampling and zero channels.
+    model = cifar_resnet(8, block="preact", zero_init_last=True, width=4)
+    x = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
+    stem = keras.Model(model.inputs, model.get_layer("stem_conv").output)(x)
+    last = keras.Model(model.inputs, model.get_layer("stage3_block1").output)(x)
+    expected = rk.PadShortcut(16, 2)(rk.PadShortcut(8, 2)(stem))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(last), keras.ops.convert_to_numpy(expected), atol=1e-6)
+
+
 def test_option_b_adds_two_projections():
     assert count_trainable_params(cifar_resnet(20, shortcut="B")) == 272_474
 
@@ -72,6 +102,10 @@ def test_weight_decay_is_the_papers_coupled_decay():
         ({"depth": 20, "norm": "layernorm"}, "norm='layernorm'.*'batchnorm', 'fixup'"),
         ({"depth": 20, "norm": "fixup", "residual": False}, "Fixup starts every branch at zero"),
         ({"depth": 20, "residual": False, "zero_gamma": True}, "zero_gamma=True needs residual"),
+        ({"depth": 20, "block": "preact", "zero_gamma": True}, "pre-activation blocks end with a conv"),
+        ({"depth": 20, "zero_init_last": True}, "zero_init_last=True needs residual=True and block='preact'"),
+        ({"depth": 20, "block": "bottleneck"}, "block='bottleneck'"),
+        ({"depth": 20, "block": "preact", "norm": "fixup"}, "norm='fixup' needs residual=True and block='basic'"),
         ({"depth": 20, "width": 0}, "width must be a positive integer"),
     ],
 )
