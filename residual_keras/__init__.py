@@ -10,11 +10,15 @@ instruments that measure the difference.
 from residual_keras import diagnostics, models, plots
 from residual_keras.diagnostics import (
     activation_norms,
+    calibrate_batchnorm,
+    delete_blocks,
     gradient_norms,
     jacobian_norm,
     lesion,
+    path_gradients,
     scalar_chain,
     stream_contributions,
+    swap_blocks,
 )
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
@@ -39,16 +43,20 @@ __all__ = [
     "TokenAndPositionEmbedding",
     "TransformerBlock",
     "activation_norms",
+    "calibrate_batchnorm",
     "cifar_resnet",
     "count_trainable_params",
+    "delete_blocks",
     "diagnostics",
     "generate",
     "gradient_norms",
     "jacobian_norm",
     "lesion",
     "models",
+    "path_gradients",
     "plots",
     "scalar_chain",
     "stream_contributions",
+    "swap_blocks",
     "transformer_lm",
 ]

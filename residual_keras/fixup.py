@@ -204,11 +204,15 @@ class FixupBasicBlock(layers.Layer):
         x = self.conv2(self.bias3(x))
         return self.bias4(self.scale(x))
 
+    def shortcut_path(self, inputs):
+        """shortcut(x): the identity, or option A (after the first scalar bias) where the shape changes."""
+        if self.shortcut_layer is None:
+            return inputs
+        return self.shortcut_layer(self.bias1(inputs))
+
     def call(self, inputs):
-        shortcut = inputs
-        if self.shortcut_layer is not None:
-            shortcut = self.shortcut_layer(self.bias1(inputs))
-        return ops.relu(self.branch(inputs) + shortcut)
+        residual = self.branch(inputs)  # f(x), exactly 0 at initialisation
+        return ops.relu(residual + self.shortcut_path(inputs))  # ReLU(f(x) + shortcut(x))
 
     def compute_output_shape(self, input_shape):
         return strided_output_shape(input_shape, self.strides, self.filters)

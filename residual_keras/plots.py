@@ -440,3 +440,146 @@ def scalar_chain(results, labels=None, *, path=None, banner=None, title=None):
     axes.set_ylabel(r"$|\partial x_L / \partial x_0|$")
     axes.legend(fontsize="small")
     return _finish(figure, path)
+
+
+def _panels(title, banner, num_panels, panel_width=5.2, height=4.4):
+    figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
+    axes = figure.subplots(1, num_panels, squeeze=False)[0]
+    figure.suptitle(f"{banner}\n{title}" if banner else title, color="darkred" if banner else None)
+    for axis in axes:
+        axis.grid(True, which="major", alpha=0.3)
+    return figure, axes
+
+
+def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None, title=None):
+    """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
+
+    Args:
+        deletions: one `diagnostics.delete_blocks` result or a list of them
+            (e.g. residual and plain). Each draw is a dot, the mean over
+            draws a line; k = 0 is the intact model.
+        swaps: optional `diagnostics.swap_blocks` results, one per deletion
+            result (None entries allowed), drawn in a second panel: the
+            metric with each adjacent pair exchanged.
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure.
+    """
+    deletions = _as_list(deletions)
+    labels = _labels(deletions, labels)
+    metric = deletions[0].get("metric", "metric")
+    show_swaps = swaps is not None and any(swap is not None for swap in swaps)
+    figure, axes = _panels(
+        title or f"Removing and reordering blocks of trained networks (Veit et al. 2016): {metric}",
+        banner, 2 if show_swaps else 1,
+    )
+    axis = axes[0]
+    for index, (result, label) in enumerate(zip(deletions, labels)):
+        color = _color(index)
+        ks = [0] + list(result["num_removed"])
+        axis.plot(ks, [result["intact"]] + list(result["mean"]), color=color, marker="o",
+                  label=f"{label} (of {len(result['candidates'])} blocks)")
+        for k, values in zip(result["num_removed"], result["values"]):
+            axis.scatter([k] * len(values), values, color=color, s=10, alpha=0.4)
+    axis.set_xlabel("blocks removed at random (k)")
+    axis.set_ylabel(f"{metric} (dots: single draws; line: mean)")
+    axis.set_ylim(bottom=0)
+    axis.legend(fontsize="small")
+    axis.set_title("delete k blocks", fontsize="medium")
+    if show_swaps:
+        axis = axes[1]
+        for index, (swap, label) in enumerate(zip(swaps, labels)):
+            if swap is None:
+                continue
+            color = _color(index)
+            positions = np.arange(1, len(swap["swapped"]) + 1)
+            axis.plot(positions, swap["swapped"], color=color, marker="s", linestyle="none",
+                      label=f"{label}: one adjacent pair swapped")
+            axis.axhline(swap["intact"], color=color, linestyle="--", linewidth=1.2,
+                         label=f"{label}: intact ({swap['intact']:.3g})")
+        axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
+        axis.set_ylabel(metric)
+        axis.set_ylim(bottom=0)
+        axis.legend(fontsize="small")
+        axis.set_title("swap two adjacent blocks", fontsize="medium")
+    return _finish(figure, path)
+
+
+def path_gradients(results, labels=None, *, path=None, banner=None, title=None):
+    """Veit et al.'s figure 6: how long the paths are, and which lengths carry the gradient.
+
+    Left: the share of paths of each length (Binomial(n, 1/2), bars) and the
+    share of the gradient they carry (lines). Right: the gradient norm of one
+    path of each length (log scale): it falls with every branch it passes.
+
+    Args:
+        results: one `diagnostics.path_gradients` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with two panels.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, (left, right) = _panels(
+        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2
+    )
+    width = 0.8 / len(results)
+    for index, (result, label) in enumerate(zip(results, labels)):
+        color = _color(index)
+        lengths = np.asarray(result["lengths"])
+        left.bar(lengths + (index - (len(results) - 1) / 2) * width, result["path_fraction"],
+                 width=width, color=color, alpha=0.3, label=f"{label}: share of paths")
+        left.plot(lengths, result["gradient_share"], color=color, marker="o", markersize=3,
+                  label=f"{label}: share of the gradient")
+        right.plot(lengths, _positive(result["gradient_per_path"]), color=color, marker="o",
+                   markersize=3, label=label)
+    left.set_xlabel("path length k (branches passed)")
+    left.set_ylabel("fraction")
+    left.legend(fontsize="small")
+    left.set_title("paths vs the gradient they carry", fontsize="medium")
+    right.set_yscale("log")
+    right.set_xlabel("path length k (branches passed)")
+    right.set_ylabel(r"$\|\partial L / \partial x_0\|$ through one path")
+    right.legend(fontsize="small")
+    right.set_title("gradient of a single path", fontsize="medium")
+    return _finish(figure, path)
+
+
+def depth_scaling(summary, *, path=None, banner=None, title=None):
+    """At initialisation, how the gradient gain, the Jacobian and the stream scale with depth.
+
+    Args:
+        summary: {variant: {depth: {"gradient_gain": float,
+            "jacobian_norm": float or None, "stream_growth": float}}}, where
+            `stream_growth` is the RMS of the last block's output over the
+            first block's input. One line per variant, log scales.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with three panels.
+    """
+    keys = (
+        ("gradient_gain", r"gradient gain $\|\partial L/\partial x_0\| / \|\partial L/\partial x_L\|$"),
+        ("jacobian_norm", r"$\|\partial x_L / \partial x_0\|_2$"),
+        ("stream_growth", r"stream growth RMS($x_L$) / RMS($x_0$)"),
+    )
+    figure, axes = _panels(title or "At initialisation, against depth", banner, 3, panel_width=4.6)
+    markers = "osD^v<>ph*"
+    for index, (variant, by_depth) in enumerate(summary.items()):
+        depths = sorted(by_depth, key=int)
+        for axis, (key, _) in zip(axes, keys):
+            values = [by_depth[depth].get(key) for depth in depths]
+            values = [np.nan if value is None else value for value in values]
+            axis.plot([int(d) for d in depths], _positive(values), color=_color(index),
+                      marker=markers[index % len(markers)], label=variant)
+    for axis, (_, label) in zip(axes, keys):
+        axis.set_yscale("log")
+        axis.axhline(1.0, color="gray", linewidth=1, linestyle=":")
+        axis.set_xlabel("depth (layers)")
+        axis.set_title(label, fontsize="medium")
+    axes[0].legend(fontsize="small")
+    return _finish(figure, path)

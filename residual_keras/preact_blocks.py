@@ -179,13 +179,17 @@ class PreActBasicBlock(layers.Layer):
         x = self.conv1(self._norm_relu(self.norm1, inputs, training))
         return self.conv2(self._norm_relu(self.norm2, x, training))
 
+    def shortcut_path(self, inputs, training=None):
+        """shortcut(x): the identity, or option A/B where the shape changes."""
+        if self.shortcut_layer is None:
+            return inputs
+        return self.shortcut_layer(inputs, training=training)
+
     def call(self, inputs, training=None):
         residual = self.branch(inputs, training=training)  # f(x)
         if not self.residual:
             return residual  # the plain twin: f(x)
-        shortcut = inputs
-        if self.shortcut_layer is not None:
-            shortcut = self.shortcut_layer(inputs, training=training)
+        shortcut = self.shortcut_path(inputs, training=training)
         return shortcut + residual  # x + f(x), nothing after the addition
 
     def compute_output_shape(self, input_shape):

@@ -150,13 +150,17 @@ class _ConvBlock(layers.Layer):
         """The residual function `f(x)`, before the addition and final ReLU."""
         raise NotImplementedError
 
+    def shortcut_path(self, inputs, training=None):
+        """shortcut(x): the identity, or option A/B where the shape changes."""
+        if self.shortcut_layer is None:
+            return inputs
+        return self.shortcut_layer(inputs, training=training)
+
     def call(self, inputs, training=None):
         residual = self.branch(inputs, training=training)  # f(x)
         if not self.residual:
             return ops.relu(residual)  # the plain twin: ReLU(f(x))
-        shortcut = inputs
-        if self.shortcut_layer is not None:
-            shortcut = self.shortcut_layer(inputs, training=training)
+        shortcut = self.shortcut_path(inputs, training=training)
         return ops.relu(residual + shortcut)  # ReLU(f(x) + shortcut(x))
 
     def compute_output_shape(self, input_shape):

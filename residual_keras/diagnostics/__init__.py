@@ -26,9 +26,10 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   ||f_l||^2`: branches of fixed size make the stream grow like sqrt(L)
   (`activation_norms`).
 - Veit, Wilber, Belongie 2016 ("Residual Networks Behave Like Ensembles of
-  Relatively Shallow Networks"): deleting one block of a trained residual
-  network barely changes its accuracy; deleting a layer of a plain network
-  destroys it (`lesion`).
+  Relatively Shallow Networks"): n blocks unroll into 2^n paths; their
+  lesion experiments delete one block (`lesion`), k blocks at once
+  (`delete_blocks`) or swap adjacent blocks (`swap_blocks`), and measure
+  which path lengths carry the gradient (`path_gradients`).
 - Transformers: what the attention and feed-forward sublayers write into the
   stream, relative to the stream (`stream_contributions`).
 
@@ -53,7 +54,7 @@ arrays) that `residual_keras.plots` draws and that `json`-friendly reports
 can store. None of them changes the model.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
-`stream`, `scalar_chain`, `calibration`; `_blocks` finds the blocks.
+`paths`, `stream`, `scalar_chain`, `calibration`; `_blocks` finds the blocks.
 """
 
 from residual_keras.diagnostics._blocks import block_classes, find_blocks
@@ -61,7 +62,8 @@ from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
-from residual_keras.diagnostics.lesion import METRICS, lesion
+from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, swap_blocks
+from residual_keras.diagnostics.paths import path_gradients
 from residual_keras.diagnostics.scalar_chain import scalar_chain
 from residual_keras.diagnostics.stream import stream_contributions
 
@@ -70,10 +72,13 @@ __all__ = [
     "activation_norms",
     "block_classes",
     "calibrate_batchnorm",
+    "delete_blocks",
     "find_blocks",
     "gradient_norms",
     "jacobian_norm",
     "lesion",
+    "path_gradients",
     "scalar_chain",
     "stream_contributions",
+    "swap_blocks",
 ]

@@ -17,6 +17,27 @@ def block_classes():
     return (_ConvBlock, PreActBasicBlock, FixupBasicBlock, TransformerBlock)
 
 
+def residual_parts(block):
+    """(branch, shortcut, after) with `block(x) == after(shortcut(x) + branch(x))`, or None.
+
+    For the library's residual conv blocks in inference mode: `after` is the
+    ReLU of the original block (`BasicBlock`, `BottleneckBlock`,
+    `FixupBasicBlock`) or the identity (`PreActBasicBlock`). None for a plain
+    block and for every other layer. Lesions keep `after(shortcut(x))`;
+    Veit et al.'s paths go through either `branch` or `shortcut`.
+    """
+    if isinstance(block, FixupBasicBlock):
+        return block.branch, block.shortcut_path, keras.ops.relu
+    if isinstance(block, (_ConvBlock, PreActBasicBlock)) and block.residual:
+        after = (lambda x: x) if isinstance(block, PreActBasicBlock) else keras.ops.relu
+        return (
+            lambda x: block.branch(x, training=False),
+            lambda x: block.shortcut_path(x, training=False),
+            after,
+        )
+    return None
+
+
 def find_blocks(model):
     """The model's library blocks, in the model's (input -> output) layer order."""
     return [layer for layer in model.layers if isinstance(layer, block_classes())]

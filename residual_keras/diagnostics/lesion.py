@@ -1,57 +1,79 @@
-"""Removing blocks of a trained network (Veit et al. 2016): `lesion`."""
+"""Removing and reordering blocks of a trained network (Veit et al. 2016).
+
+Veit, Wilber and Belongie 2016, "Residual Networks Behave Like Ensembles of
+Relatively Shallow Networks": unrolled, n residual blocks are 2^n paths from
+input to output (each block either through its branch or its shortcut), so
+deleting a block removes only half of the paths and leaves the other half
+intact; a plain network has one path, and deleting any layer breaks it.
+
+- `lesion`: the metric with each single block removed;
+- `delete_blocks`: with k randomly chosen blocks removed at once, k = 1..n;
+- `swap_blocks`: with two adjacent blocks exchanged.
+
+A removed residual block keeps its shortcut: `ReLU(shortcut(x))` for the
+original blocks (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`),
+`shortcut(x)` for `PreActBasicBlock`, `x` for a `TransformerBlock` (for
+Post-LN this also skips the block's LayerNorms). A plain block (or any other
+layer passed in `blocks`) becomes the identity where its output has its
+input's shape and cannot be removed where the shape changes. Everything runs
+in inference mode; the model itself is never modified (the lesioned forward
+pass calls the other layers directly).
+"""
 
 import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
-from residual_keras.diagnostics._blocks import _Chain
+from residual_keras.diagnostics._blocks import _Chain, residual_parts
 from residual_keras.diagnostics._tensors import _default_loss, _to_numpy
-from residual_keras.fixup import FixupBasicBlock
-from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.resnet_blocks import _ConvBlock
 from residual_keras.transformer import TransformerBlock
 
 METRICS = ("accuracy", "crossentropy")
 
 
 def _lesioned_block(block, input_shape):
-    """(function without the block's branch, description) or (None, reason).
-
-    Residual CNN blocks become `ReLU(shortcut(x))`, Transformer blocks the
-    identity; a plain block (no shortcut) becomes the identity where its
-    output has its input's shape, and cannot be removed otherwise.
-    """
-    if isinstance(block, _ConvBlock) and block.residual:
-
-        def shortcut_only(x):
-            if block.shortcut_layer is not None:
-                x = block.shortcut_layer(x, training=False)
-            return ops.relu(x)
-
-        return shortcut_only, "ReLU(shortcut(x))"
-    if isinstance(block, PreActBasicBlock) and block.residual:
-
-        def preact_shortcut_only(x):
-            if block.shortcut_layer is not None:
-                x = block.shortcut_layer(x, training=False)
-            return x
-
-        return preact_shortcut_only, "shortcut(x)"
-    if isinstance(block, FixupBasicBlock):
-
-        def fixup_shortcut_only(x):
-            if block.shortcut_layer is not None:
-                x = block.shortcut_layer(block.bias1(x))
-            return ops.relu(x)
-
-        return fixup_shortcut_only, "ReLU(shortcut(x))"
+    """(function without the block's branch, description) or (None, reason)."""
+    parts = residual_parts(block)
+    if parts is not None:
+        _, shortcut, after = parts
+        relu = after is ops.relu
+        return (lambda x: after(shortcut(x))), ("ReLU(shortcut(x))" if relu else "shortcut(x)")
     if isinstance(block, TransformerBlock):
-        # Also skips a Post-LN block's LayerNorms, which sit on the stream.
         return (lambda x: x), "identity"
     output_shape = tuple(block.output.shape)
     if tuple(input_shape) == output_shape:
         return (lambda x: x), "identity"
     return None, f"shape changes {tuple(input_shape)} -> {output_shape}"
+
+
+def _keeps_shape(block):
+    return tuple(block.input.shape) == tuple(block.output.shape)
+
+
+def _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans):
+    """Metric of the intact chain and of each plan, averaged over the data.
+
+    A plan is a dict {block index: function used instead of that block}; the
+    forward pass restarts from the cached stream at the first changed block.
+    Returns a float array: [intact, plan 1, plan 2, ...].
+    """
+    totals = np.zeros(len(plans) + 1)
+    count = 0
+    for x, y in _batches(dataset_or_xy, batch_size):
+        points = [chain.first_input(ops.convert_to_tensor(x), False)]
+        for index in range(len(chain.blocks)):
+            points.append(chain.step(index, points[-1], False))
+        totals[0] += len(x) * metric_fn(y, _to_numpy(chain.output(points[-1], False)))
+        for number, plan in enumerate(plans, start=1):
+            start = min(plan)
+            stream = points[start]
+            for index in range(start, len(chain.blocks)):
+                stream = chain.step(index, stream, False, block_fn=plan.get(index))
+            totals[number] += len(x) * metric_fn(y, _to_numpy(chain.output(stream, False)))
+        count += len(x)
+    if count == 0:
+        raise ValueError("dataset_or_xy yielded no examples.")
+    return totals / count
 
 
 def _batches(data, batch_size):
@@ -99,15 +121,8 @@ def _resolve_metric(metric):
 def lesion(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=None):
     """Metric of the intact model and with each single block removed (Veit et al. 2016).
 
-    Removing a residual block keeps its shortcut and drops its branch:
-    `x_l = ReLU(shortcut(x_{l-1}))` for `BasicBlock`/`BottleneckBlock`/
-    `FixupBasicBlock`, `x_l = x_{l-1}` for a `TransformerBlock` (for Post-LN
-    this also skips the block's LayerNorms). A plain block (or any other
-    layer passed in `blocks`) is replaced by the identity where its output
-    has its input's shape; where the shape changes it cannot be removed and
-    its entry is None. Everything runs in inference mode; the model itself is
-    never modified (the lesioned forward pass calls the other layers
-    directly).
+    What replaces a removed block: see the module docstring. Where a block
+    cannot be removed (a plain block that changes shape) its entry is None.
 
     Args:
         model: keras.Model built from residual_keras blocks.
@@ -134,34 +149,131 @@ def lesion(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=Non
     replacements = [
         _lesioned_block(block, block.input.shape) for block in chain.blocks
     ]
-    totals = np.zeros(len(chain.blocks) + 1)
-    count = 0
-    for x, y in _batches(dataset_or_xy, batch_size):
-        points = [chain.first_input(ops.convert_to_tensor(x), False)]
-        for index in range(len(chain.blocks)):
-            points.append(chain.step(index, points[-1], False))
-        totals[0] += len(x) * metric_fn(y, _to_numpy(chain.output(points[-1], False)))
-        for index, (replacement, _) in enumerate(replacements):
-            if replacement is None:
-                continue
-            stream = chain.step(index, points[index], False, block_fn=replacement)
-            for later in range(index + 1, len(chain.blocks)):
-                stream = chain.step(later, stream, False)
-            totals[index + 1] += len(x) * metric_fn(
-                y, _to_numpy(chain.output(stream, False))
-            )
-        count += len(x)
-    if count == 0:
-        raise ValueError("dataset_or_xy yielded no examples.")
-    means = totals / count
+    removable = [index for index, (replacement, _) in enumerate(replacements) if replacement]
+    means = _run_plans(
+        chain, dataset_or_xy, batch_size, metric_fn,
+        [{index: replacements[index][0]} for index in removable],
+    )
+    by_block = dict(zip(removable, means[1:]))
     return {
         "model": chain.model_name,
         "names": list(chain.names),
         "metric": metric_name,
         "intact": float(means[0]),
         "lesioned": [
-            None if replacement is None else float(means[index + 1])
-            for index, (replacement, _) in enumerate(replacements)
+            float(by_block[index]) if index in by_block else None
+            for index in range(len(chain.blocks))
         ],
         "removed_as": [description for _, description in replacements],
+    }
+
+
+def delete_blocks(
+    model, dataset_or_xy, *, num_removed=None, draws=5, metric="accuracy", batch_size=64,
+    blocks=None, seed=0,
+):
+    """The metric with k randomly chosen blocks removed at once (Veit et al. 2016, figure 5a).
+
+    The candidates are the blocks whose output has their input's shape (a
+    plain network can lose only those, so residual and plain twins are
+    compared on the same blocks; the downsampling blocks are left in place:
+    `lesion` shows what removing one of them does). For each k, `draws`
+    different random sets of k candidates are removed (all of them when
+    there are fewer distinct sets).
+
+    Args:
+        model, dataset_or_xy, metric, batch_size, blocks: as in `lesion`.
+        num_removed: iterable of k values, or None for 1..n (n candidates).
+        draws: int. Random sets per k. Default 5.
+        seed: int. Seed of the random sets. Default 0.
+
+    Returns:
+        dict with `model`, `names` (L block names), `candidates` (names of
+        the n removable same-shape blocks), `metric`, `intact`,
+        `num_removed` (the k values), `removed` (per k, the list of removed
+        block names of each draw), `values` (per k, the metric of each draw)
+        and `mean` (per k, their mean).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    draws = check_positive_int("draws", draws)
+    chain = _Chain(model, blocks)
+    metric_name, metric_fn = _resolve_metric(metric)
+    candidates = []
+    replacements = {}
+    for index, block in enumerate(chain.blocks):
+        replacement, _ = _lesioned_block(block, block.input.shape)
+        if replacement is not None and _keeps_shape(block):
+            candidates.append(index)
+            replacements[index] = replacement
+    if not candidates:
+        raise ValueError(f"Model {chain.model_name!r} has no block that can be removed.")
+    ks = list(range(1, len(candidates) + 1)) if num_removed is None else [int(k) for k in num_removed]
+    for k in ks:
+        if not 1 <= k <= len(candidates):
+            raise ValueError(f"num_removed must be between 1 and {len(candidates)} (the removable blocks), got {k}.")
+    rng = np.random.default_rng(seed)
+    sets = []
+    for k in ks:
+        chosen = []
+        for _ in range(draws * 20):  # distinct sets; give up when there are fewer than `draws`
+            pick = tuple(sorted(rng.choice(candidates, size=k, replace=False).tolist()))
+            if pick not in chosen:
+                chosen.append(pick)
+            if len(chosen) == draws:
+                break
+        sets.append(chosen)
+    plans = [{index: replacements[index] for index in pick} for chosen in sets for pick in chosen]
+    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
+    values, position = [], 1
+    for chosen in sets:
+        values.append([float(value) for value in means[position : position + len(chosen)]])
+        position += len(chosen)
+    return {
+        "model": chain.model_name,
+        "names": list(chain.names),
+        "candidates": [chain.names[index] for index in candidates],
+        "metric": metric_name,
+        "intact": float(means[0]),
+        "num_removed": ks,
+        "removed": [[[chain.names[index] for index in pick] for pick in chosen] for chosen in sets],
+        "values": values,
+        "mean": [float(np.mean(row)) for row in values],
+    }
+
+
+def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=None):
+    """The metric with each pair of adjacent blocks exchanged (Veit et al. 2016, figure 5b).
+
+    Only pairs of blocks that both keep their input's shape can be swapped
+    (any other order would not fit together).
+
+    Returns:
+        dict with `model`, `names`, `metric`, `intact`, `pairs` (the
+        [name, name] of each swappable adjacent pair) and `swapped` (the
+        metric with that pair exchanged).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    chain = _Chain(model, blocks)
+    metric_name, metric_fn = _resolve_metric(metric)
+
+    def run(block):
+        return lambda x: block(x, training=False)
+
+    pairs = [
+        index for index in range(len(chain.blocks) - 1)
+        if _keeps_shape(chain.blocks[index]) and _keeps_shape(chain.blocks[index + 1])
+    ]
+    if not pairs:
+        raise ValueError(f"Model {chain.model_name!r} has no two adjacent blocks that can be swapped.")
+    plans = [
+        {index: run(chain.blocks[index + 1]), index + 1: run(chain.blocks[index])} for index in pairs
+    ]
+    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
+    return {
+        "model": chain.model_name,
+        "names": list(chain.names),
+        "metric": metric_name,
+        "intact": float(means[0]),
+        "pairs": [[chain.names[index], chain.names[index + 1]] for index in pairs],
+        "swapped": [float(value) for value in means[1:]],
     }

@@ -22,6 +22,12 @@ VARIANT_KWARGS = {
     "zero-gamma": {"zero_gamma": True},
     "fixup": {"norm": "fixup"},
     "projection": {"shortcut": "B"},
+    "preact": {"block": "preact"},
+    "preact-zero": {"block": "preact", "zero_init_last": True},
+    "plain-preact": {"block": "preact", "residual": False},
+    "plain-nonorm": {"norm": "none", "residual": False},
+    "residual-nonorm": {"norm": "none"},
+    "preact-zero-nonorm": {"block": "preact", "norm": "none", "zero_init_last": True},
 }
 
 

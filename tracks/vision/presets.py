@@ -13,11 +13,18 @@ from tracks.common.runtime import RuntimeOptions
 
 from residual_keras.models import blocks_per_stage
 
-VARIANTS = ("plain", "residual", "zero-gamma", "fixup", "projection")
+VARIANTS = (
+    "plain", "residual", "zero-gamma", "fixup", "projection",
+    "preact", "preact-zero", "plain-preact",
+    "plain-nonorm", "residual-nonorm", "preact-zero-nonorm",
+)  # fmt: skip
 VARIANT_HELP = (
-    "plain: no shortcuts; residual: identity/option-A shortcuts; zero-gamma: "
-    "residual with each block's last BN gamma at 0; fixup: residual without BN, "
-    "Fixup init; projection: residual with option-B (1x1 conv) shortcuts"
+    "plain: no shortcuts; residual: identity/option-A shortcuts, ReLU(x + f(x)); zero-gamma: "
+    "residual with each block's last BN gamma at 0; fixup: residual without BN, Fixup init; "
+    "projection: residual with option-B (1x1 conv) shortcuts; preact: pre-activation blocks "
+    "x + f(x) (He et al. 2016); preact-zero: preact with each branch's last conv at 0; "
+    "plain-preact: preact's plain twin; plain-nonorm, residual-nonorm: plain/residual without "
+    "any normalisation (He init); preact-zero-nonorm: preact-zero without normalisation"
 )
 SCHEDULES = ("cosine", "step")
 
