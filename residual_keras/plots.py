@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 _COLORS = ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown")
 
@@ -470,7 +471,7 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
     deletions = _as_list(deletions)
     labels = _labels(deletions, labels)
     metric = deletions[0].get("metric", "metric")
-    show_swaps = swaps is not None and any(swap is not None for swap in swaps)
+    show_swaps = swaps is not None and any(swap and swap["pairs"] for swap in swaps)
     figure, axes = _panels(
         title or f"Removing and reordering blocks of trained networks (Veit et al. 2016): {metric}",
         banner, 2 if show_swaps else 1,
@@ -483,6 +484,7 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
                   label=f"{label} (of {len(result['candidates'])} blocks)")
         for k, values in zip(result["num_removed"], result["values"]):
             axis.scatter([k] * len(values), values, color=color, s=10, alpha=0.4)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_xlabel("blocks removed at random (k)")
     axis.set_ylabel(f"{metric} (dots: single draws; line: mean)")
     axis.set_ylim(bottom=0)
@@ -491,7 +493,7 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
     if show_swaps:
         axis = axes[1]
         for index, (swap, label) in enumerate(zip(swaps, labels)):
-            if swap is None:
+            if not swap or not swap["pairs"]:
                 continue
             color = _color(index)
             positions = np.arange(1, len(swap["swapped"]) + 1)
@@ -499,6 +501,7 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
                       label=f"{label}: one adjacent pair swapped")
             axis.axhline(swap["intact"], color=color, linestyle="--", linewidth=1.2,
                          label=f"{label}: intact ({swap['intact']:.3g})")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
         axis.set_ylabel(metric)
         axis.set_ylim(bottom=0)
@@ -537,6 +540,8 @@ def path_gradients(results, labels=None, *, path=None, banner=None, title=None):
                   label=f"{label}: share of the gradient")
         right.plot(lengths, _positive(result["gradient_per_path"]), color=color, marker="o",
                    markersize=3, label=label)
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.set_xlabel("path length k (branches passed)")
     left.set_ylabel("fraction")
     left.legend(fontsize="small")
@@ -574,12 +579,16 @@ def depth_scaling(summary, *, path=None, banner=None, title=None):
         for axis, (key, _) in zip(axes, keys):
             values = [by_depth[depth].get(key) for depth in depths]
             values = [np.nan if value is None else value for value in values]
+            label = variant
+            if np.all(np.isnan(values)):
+                label += " (undefined: no gradient reaches the last block)" if key == "gradient_gain" else " (n/a)"
             axis.plot([int(d) for d in depths], _positive(values), color=_color(index),
-                      marker=markers[index % len(markers)], label=variant)
+                      marker=markers[index % len(markers)], label=label)
     for axis, (_, label) in zip(axes, keys):
         axis.set_yscale("log")
         axis.axhline(1.0, color="gray", linewidth=1, linestyle=":")
         axis.set_xlabel("depth (layers)")
         axis.set_title(label, fontsize="medium")
-    axes[0].legend(fontsize="small")
+    for axis in axes:
+        axis.legend(fontsize="x-small")
     return _finish(figure, path)

@@ -77,6 +77,8 @@ def test_swap_blocks_only_swaps_same_shape_neighbours():
     np.testing.assert_allclose(identity["swapped"], identity["intact"], rtol=1e-5)
     swapped = swap_blocks(_model(_preact), (IMAGES, LABELS), metric="crossentropy")
     assert all(abs(value - swapped["intact"]) > 1e-5 for value in swapped["swapped"])
+    lonely = swap_blocks(_model(_plain, channels=(4, 8)), (IMAGES, LABELS))
+    assert lonely["pairs"] == [] and lonely["swapped"] == []
 
 
 def test_path_gradients_add_up_to_the_true_gradient():

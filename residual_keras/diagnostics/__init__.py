@@ -57,7 +57,7 @@ One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `scalar_chain`, `calibration`; `_blocks` finds the blocks.
 """
 
-from residual_keras.diagnostics._blocks import block_classes, find_blocks
+from residual_keras.diagnostics._blocks import block_classes, find_blocks, residual_parts
 from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
 from residual_keras.diagnostics.gradients import gradient_norms
@@ -78,6 +78,7 @@ __all__ = [
     "jacobian_norm",
     "lesion",
     "path_gradients",
+    "residual_parts",
     "scalar_chain",
     "stream_contributions",
     "swap_blocks",

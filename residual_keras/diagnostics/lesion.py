@@ -245,7 +245,7 @@ def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, block
     """The metric with each pair of adjacent blocks exchanged (Veit et al. 2016, figure 5b).
 
     Only pairs of blocks that both keep their input's shape can be swapped
-    (any other order would not fit together).
+    (any other order would not fit together); with none, `pairs` is empty.
 
     Returns:
         dict with `model`, `names`, `metric`, `intact`, `pairs` (the
@@ -263,8 +263,6 @@ def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, block
         index for index in range(len(chain.blocks) - 1)
         if _keeps_shape(chain.blocks[index]) and _keeps_shape(chain.blocks[index + 1])
     ]
-    if not pairs:
-        raise ValueError(f"Model {chain.model_name!r} has no two adjacent blocks that can be swapped.")
     plans = [
         {index: run(chain.blocks[index + 1]), index + 1: run(chain.blocks[index])} for index in pairs
     ]

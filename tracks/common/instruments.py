@@ -85,24 +85,50 @@ def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
 
     summary = {}
     for label, gradient, activation in zip(labels, gradients, activations):
+        rms = np.asarray(activation["rms"]).mean(axis=1)
         summary[label] = {
             "gradient_gain": gradient["gain"],
             "stream_grad_norms": gradient["stream_grad_norms"],
-            "stream_rms": activation.get("rms", activation.get("stream_rms")),
+            "stream_rms": activation["rms"],
+            "stream_growth": float(rms[-1] / rms[0]) if rms[0] > 0 else None,
         }
     for label, result in zip(jacobian_labels, jacobians):
         summary[label]["jacobian_norm"] = float(np.mean(result["total"]))
         summary[label]["jacobian_converged"] = result["converged"]
+    if len({depth for _, _, depth, _ in models}) > 1:
+        _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples)
     return jsonable(summary)
 
 
-def instrument_figures():
-    """(title, file) of the plots `at_initialisation` draws, for summary.md."""
-    return [
+def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples):
+    """depth_scaling.png: gradient gain, ||d x_L / d x_0|| and stream growth against depth.
+
+    Fills in the Jacobian norm of the models the cumulative plot left out
+    (BatchNorm calibrated on the batch, 10 power iterations).
+    """
+    by_variant = {}
+    for label, variant, depth, model in models:
+        values = summary[label]
+        if "jacobian_norm" not in values:
+            diagnostics.calibrate_batchnorm(model, x)
+            result = diagnostics.jacobian_norm(model, x[:jacobian_examples], num_iterations=10,
+                                               per_block=False, use_tf_function=False)
+            values["jacobian_norm"] = float(np.mean(result["total"]))
+            values["jacobian_converged"] = result["converged"]
+        by_variant.setdefault(variant, {})[depth] = values
+    plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner)
+
+
+def instrument_figures(out_dir=None):
+    """(title, file) of the plots `at_initialisation` drew (in `out_dir`), for summary.md."""
+    figures = [
         ("Gradient flow at initialisation", "gradient_flow.png"),
         ("Activation growth at initialisation", "activation_growth.png"),
         ("Jacobian of the stream at initialisation", "jacobian.png"),
     ]
+    if out_dir is not None and (out_dir / "depth_scaling.png").exists():
+        figures.append(("Against depth, at initialisation", "depth_scaling.png"))
+    return figures
 
 
 INSTRUMENT_NOTES = """\
@@ -136,6 +162,6 @@ def write_diagnose_summary(run, title, summary, banner=None):
     lines = [f"# {title}\n", banner_markdown(banner),
              "Every model at initialisation, no training.\n",
              initialisation_table(summary) + "\n", "## How to read the plots\n", INSTRUMENT_NOTES]
-    for figure_title, name in instrument_figures():
+    for figure_title, name in instrument_figures(run.path):
         lines.append(f"## {figure_title}\n\n![{figure_title}]({name})\n")
     (run.path / "summary.md").write_text("\n".join(lines))

@@ -100,7 +100,7 @@ def train(args):
     )
     figures = [("Validation loss", "loss_curves.png")]
     report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner(data))
-    figures += instruments.instrument_figures()
+    figures += instruments.instrument_figures(run.path)
     if report.plot_stream(config, results, run.path / "stream.png", plot_banner(data)):
         figures.append(("The residual stream after training", "stream.png"))
     report.write_samples(run, config, results)

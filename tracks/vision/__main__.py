@@ -142,9 +142,10 @@ def train(args):
 def write_report(run, config, results, data):
     figures = [("Training curves", "training_curves.png")]
     report.plot_training_curves(run, config, results, run.path / "training_curves.png", plot_banner(data))
-    figures += instruments.instrument_figures()
+    figures += instruments.instrument_figures(run.path)
     if report.plot_lesions(config, results, run.path / "lesion.png", plot_banner(data)):
         figures.append(("Lesion study of the trained networks", "lesion.png"))
+    figures += report.plot_ensemble(config, results, run.path, plot_banner(data))
     report.write_summary(run, config, results, figures, data.banner)
 
 

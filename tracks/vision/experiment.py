@@ -105,6 +105,30 @@ def lesion_study(model, data, num_images, seed=0):
     return jsonable(diagnostics.lesion(model, (data.normalize(x), y), metric="accuracy", batch_size=250))
 
 
+# Random sets of blocks removed per k, and test images whose gradient is split by path length.
+DELETION_DRAWS = 5
+PATH_IMAGES = 32
+
+
+def ensemble_study(model, data, num_images, seed=0):
+    """Veit et al. 2016's other experiments on a trained model.
+
+    Test accuracy with k random same-shape blocks removed (k = 1..n) and with
+    each adjacent pair swapped, on the lesion images; for residual variants,
+    the gradient at the first block's input carried by paths of each length
+    (on `PATH_IMAGES` of them, with their true labels).
+    """
+    indices = sample_indices(len(data.y_test), num_images, seed)
+    x, y = data.normalize(data.x_test[indices]), data.y_test[indices]
+    study = {
+        "deletion": diagnostics.delete_blocks(model, (x, y), draws=DELETION_DRAWS, batch_size=250, seed=seed),
+        "swaps": diagnostics.swap_blocks(model, (x, y), batch_size=250),
+    }
+    if all(diagnostics.residual_parts(block) is not None for block in diagnostics.find_blocks(model)):
+        study["paths"] = diagnostics.path_gradients(model, x[:PATH_IMAGES], y[:PATH_IMAGES], seed=seed)
+    return jsonable(study)
+
+
 def train_one(config, spec, runtime, data, datasets, run, log):
     """Trains one grid point and returns its results.json entry."""
     train_ds, curve_ds, test_ds = datasets
@@ -144,5 +168,6 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
         entry["test_error"] = 1.0 - test["accuracy"]
         entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
+        entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed)
     entry["seconds"] = time.perf_counter() - start
     return entry

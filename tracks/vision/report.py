@@ -68,6 +68,25 @@ def plot_lesions(config, results, path, banner=None):
     return True
 
 
+def plot_ensemble(config, results, directory, banner=None):
+    """block_deletion.png and paths.png (Veit et al.) for the deepest depth; the figures drawn."""
+    depth, entries = deepest_with(config, results, "ensemble")
+    figures = []
+    if entries:
+        plots.block_deletion(
+            [m["ensemble"]["deletion"] for m in entries], [m["ensemble"]["swaps"] for m in entries],
+            [m["id"] for m in entries], path=directory / "block_deletion.png", banner=banner,
+            title=f"Trained depth-{depth} networks: test accuracy with blocks removed or swapped",
+        )
+        figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
+    with_paths = [m for m in entries if "paths" in m["ensemble"]]
+    if with_paths:
+        plots.path_gradients([m["ensemble"]["paths"] for m in with_paths], [m["id"] for m in with_paths],
+                             path=directory / "paths.png", banner=banner)
+        figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
+    return figures
+
+
 def lesion_lines(results):
     """One line per trained model: intact accuracy and the worst single-block lesion."""
     lines = []
