@@ -32,6 +32,7 @@ from residual_keras.transformer import (
 
 NORMS = ("batchnorm", "fixup", "none")
 BLOCKS = ("basic", "preact")
+INITS = ("gpt2", "xavier")
 
 
 def count_trainable_params(model):
@@ -220,6 +221,7 @@ def transformer_lm(
     norm_position="pre",
     residual=True,
     dropout=0.0,
+    init="gpt2",
     name=None,
 ):
     """A decoder-only (GPT-style) language model of `TransformerBlock`s.
@@ -244,6 +246,13 @@ def transformer_lm(
     variance O(1) at initialisation. The head is not tied to the token
     embedding and has a bias (like the PyTorch peer benchmark).
 
+    `init="xavier"` is the original Transformer's initialisation instead
+    (Vaswani et al. 2017, as in fairseq and in Xiong et al. 2020's analysis):
+    every dense kernel Glorot-uniform, embeddings N(0, 1) (fairseq's
+    N(0, 1/C) scaled by sqrt(C)). Its sublayers write updates as large as the
+    stream itself, where GPT-2's start small: the regime in which Post-LN's
+    need for warm-up was found.
+
     Trainable parameters of nanoGPT's CPU "baby GPT",
     `transformer_lm(65, 64, 4, embed_dim=128, num_heads=4)`: 818,241 (the
     same as the PyTorch peer `torch_chargpt.py`; nanoGPT itself reports 0.80M
@@ -262,6 +271,8 @@ def transformer_lm(
         residual: True, False (plain twin) or "rezero". Default True.
         dropout: float in [0, 1). Embedding, attention and residual dropout.
             Default 0.
+        init: "gpt2" (N(0, 0.02), stream-writing projections
+            N(0, 0.02 / sqrt(2L))) or "xavier" (Vaswani et al.). Default "gpt2".
         name: optional model name; default e.g. "transformer_lm_pre",
             "plain_lm_post" or "rezero_lm".
 
@@ -285,16 +296,23 @@ def transformer_lm(
     check_residual(residual)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+    check_choice("init", init, INITS)
 
     def normal(stddev):
         return keras.initializers.RandomNormal(stddev=stddev)
+
+    if init == "gpt2":
+        embedding_init, kernel_init = normal(0.02), normal(0.02)
+        output_init = normal(0.02 / math.sqrt(2 * num_layers))
+    else:
+        embedding_init, kernel_init, output_init = normal(1.0), "glorot_uniform", "glorot_uniform"
 
     inputs = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = TokenAndPositionEmbedding(
         vocab_size,
         sequence_length,
         embed_dim,
-        embeddings_initializer=normal(0.02),
+        embeddings_initializer=embedding_init,
         name="embedding",
     )(inputs)  # (B, T, C)
     if dropout:
@@ -306,15 +324,15 @@ def transformer_lm(
             norm_position=norm_position,
             residual=residual,
             dropout=dropout,
-            kernel_initializer=normal(0.02),
-            output_kernel_initializer=normal(0.02 / math.sqrt(2 * num_layers)),
+            kernel_initializer=kernel_init,
+            output_kernel_initializer=output_init,
             name=f"block{index + 1}",
         )(x)
     if norm_position == "pre" and residual != "rezero":
         x = layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     logits = layers.Dense(
         vocab_size,
-        kernel_initializer=normal(0.02),
+        kernel_initializer=kernel_init,
         dtype="float32",
         name="lm_head",
     )(x)  # (B, T, vocab_size)

@@ -107,6 +107,24 @@ def test_gpt2_initialisation():
         assert abs(np.corrcoef(first, second)[0, 1]) < 0.2
 
 
+def test_xavier_initialisation():
+    """init="xavier": Glorot-uniform kernels (std sqrt(2 / (fan_in + fan_out))), N(0, 1) embeddings."""
+    model = transformer_lm(65, 64, 4, embed_dim=128, num_heads=4, init="xavier")
+    block = model.get_layer("block2")
+    expected = [
+        (block.attention_qkv.kernel, math.sqrt(2 / (128 + 384))),
+        (block.attention_output.kernel, math.sqrt(2 / (128 + 128))),
+        (block.feedforward_output.kernel, math.sqrt(2 / (512 + 128))),
+        (model.get_layer("embedding").token_embedding.embeddings, 1.0),
+    ]
+    for variable, std in expected:
+        assert math.isclose(float(np.std(_numpy(variable))), std, rel_tol=0.05), variable.path
+    first = _numpy(model.get_layer("block1").attention_output.kernel).ravel()
+    assert abs(np.corrcoef(first, _numpy(block.attention_output.kernel).ravel())[0, 1]) < 0.2
+    with pytest.raises(ValueError, match="init='he'"):
+        transformer_lm(65, 64, 1, init="he")
+
+
 def test_initial_loss_is_about_log_vocab():
     """Small GPT-2 init: near-uniform predictions, loss about ln(65) = 4.17."""
     model = transformer_lm(65, 64, 2, embed_dim=32, num_heads=4)

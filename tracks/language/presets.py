@@ -54,6 +54,12 @@ class LanguageConfig(RuntimeOptions):
     beta2: float = dataclasses.field(default=0.99, metadata={"help": "AdamW beta2"})
     grad_clip: float = dataclasses.field(default=1.0, metadata={"help": "global gradient-norm clipping (0 = off)"})
     dropout: float = dataclasses.field(default=0.0, metadata={"help": "dropout rate"})
+    init: str = dataclasses.field(
+        default="gpt2",
+        metadata={"help": "gpt2: N(0, 0.02), stream-writing projections /sqrt(2L) (nanoGPT); "
+                  "xavier: Glorot kernels, N(0, 1) embeddings (Vaswani et al., Xiong et al.)",
+                  "choices": ("gpt2", "xavier")},
+    )
     seed: int = dataclasses.field(default=0, metadata={"help": "random seed (init, batches, sampling)"})
     instrument_sequences: int = dataclasses.field(
         default=8, metadata={"help": "validation windows for the instruments (at init and after training)"}
