@@ -15,9 +15,12 @@ from residual_keras.diagnostics import (
     gradient_norms,
     jacobian_norm,
     lesion,
+    lesion_sublayers,
+    logit_lens,
     path_gradients,
     scalar_chain,
     stream_contributions,
+    stream_decomposition,
     swap_blocks,
 )
 from residual_keras.embedding import TokenAndPositionEmbedding
@@ -52,11 +55,14 @@ __all__ = [
     "gradient_norms",
     "jacobian_norm",
     "lesion",
+    "lesion_sublayers",
+    "logit_lens",
     "models",
     "path_gradients",
     "plots",
     "scalar_chain",
     "stream_contributions",
+    "stream_decomposition",
     "swap_blocks",
     "transformer_lm",
 ]

@@ -286,20 +286,24 @@ class TransformerBlock(layers.Layer):
         """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
         return self._branch(self._feedforward, self.feedforward_norm, x, training)
 
-    def _join(self, x, branch, norm):
-        """Adds the branch to the stream (unless plain), then the Post-LN norm."""
-        x = branch if self.residual is False else x + branch
+    def join(self, x, update, norm):
+        """The stream after a sublayer wrote `update` into it.
+
+        `x + update` (Pre-LN, ReZero), `LN(x + update)` (Post-LN, with `norm`
+        the sublayer's LayerNorm); the plain twins keep only the update:
+        `update` (pre) or `LN(update)` (post).
+        """
+        x = update if self.residual is False else x + update
         if self.norm_position == "post" and self.uses_layer_norm:
             x = norm(x)
         return x
 
     def call(self, inputs, training=None):
         x = inputs  # (B, T, C)
-        x = self._join(x, self.attention_branch(x, training=training), self.attention_norm)
-        x = self._join(
-            x, self.feedforward_branch(x, training=training), self.feedforward_norm
-        )
-        return x
+        attention = self.attention_branch(x, training=training)  # what attention writes
+        x = self.join(x, attention, self.attention_norm)  # Pre-LN: x + F(LN(x)); Post-LN: LN(x + F(x))
+        feedforward = self.feedforward_branch(x, training=training)
+        return self.join(x, feedforward, self.feedforward_norm)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -31,7 +31,10 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   (`delete_blocks`) or swap adjacent blocks (`swap_blocks`), and measure
   which path lengths carry the gradient (`path_gradients`).
 - Transformers: what the attention and feed-forward sublayers write into the
-  stream, relative to the stream (`stream_contributions`).
+  stream, relative to the stream (`stream_contributions`); the stream as the
+  sum of every sublayer's output (`stream_decomposition`); the loss of the
+  stream read out at every depth (`logit_lens`); removing one sublayer
+  (`lesion_sublayers`).
 
 Which layers are "blocks": in a model, every instance of the library's block
 classes (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`,
@@ -62,10 +65,10 @@ from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
-from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, swap_blocks
+from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, lesion_sublayers, swap_blocks
 from residual_keras.diagnostics.paths import path_gradients
 from residual_keras.diagnostics.scalar_chain import scalar_chain
-from residual_keras.diagnostics.stream import stream_contributions
+from residual_keras.diagnostics.stream import logit_lens, stream_contributions, stream_decomposition
 
 __all__ = [
     "METRICS",
@@ -77,9 +80,12 @@ __all__ = [
     "gradient_norms",
     "jacobian_norm",
     "lesion",
+    "lesion_sublayers",
+    "logit_lens",
     "path_gradients",
     "residual_parts",
     "scalar_chain",
     "stream_contributions",
+    "stream_decomposition",
     "swap_blocks",
 ]

@@ -1,5 +1,7 @@
 """The loss gradient along the residual stream and for every weight (`gradient_norms`)."""
 
+import math
+
 import numpy as np
 from keras import ops
 
@@ -63,6 +65,10 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
         - `weight_names` (variable paths), `weight_grad_norms` and
           `weight_norms`: one entry per trainable weight, in the model's
           (input -> output) order;
+        - `block_weight_grad_norms`: float64 array (L,), the norm of the
+          gradient of all of block l's weights together (Xiong et al. 2020
+          compare these across layers: at initialisation Post-LN's grow
+          towards the output, Pre-LN's stay level);
         - `loss` (float) and `training` (bool).
     """
     import tensorflow as tf
@@ -95,6 +101,13 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
         return float(np.linalg.norm(_to_numpy(ops.cast(tensor, "float32")).ravel()))
 
     stream_norms = np.array([norm(grad) for grad in stream_grads], dtype="float64")
+    weight_grad_norms = np.array([norm(grad) for grad in weight_grads])
+    block_norms = []
+    for block in chain.blocks:
+        mine = {id(weight) for weight in block.trainable_weights}
+        block_norms.append(math.sqrt(sum(
+            value**2 for weight, value in zip(weights, weight_grad_norms) if id(weight) in mine
+        )))
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = stream_norms[0] / stream_norms[-1] if stream_norms[-1] else float("nan")
     return {
@@ -103,7 +116,8 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
         "stream_grad_norms": stream_norms,
         "gain": float(gain),
         "weight_names": [weight.path for weight in weights],
-        "weight_grad_norms": np.array([norm(grad) for grad in weight_grads]),
+        "weight_grad_norms": weight_grad_norms,
+        "block_weight_grad_norms": np.array(block_norms, dtype="float64"),
         "weight_norms": np.array([norm(weight) for weight in weights]),
         "loss": float(_to_numpy(value)),
         "training": bool(training),

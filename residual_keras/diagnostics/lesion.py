@@ -8,7 +8,9 @@ intact; a plain network has one path, and deleting any layer breaks it.
 
 - `lesion`: the metric with each single block removed;
 - `delete_blocks`: with k randomly chosen blocks removed at once, k = 1..n;
-- `swap_blocks`: with two adjacent blocks exchanged.
+- `swap_blocks`: with two adjacent blocks exchanged;
+- `lesion_sublayers`: with the attention or the feed-forward sublayer of one
+  Transformer block removed.
 
 A removed residual block keeps its shortcut: `ReLU(shortcut(x))` for the
 original blocks (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`),
@@ -274,4 +276,59 @@ def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, block
         "intact": float(means[0]),
         "pairs": [[chain.names[index], chain.names[index + 1]] for index in pairs],
         "swapped": [float(value) for value in means[1:]],
+    }
+
+
+def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=64, blocks=None):
+    """The metric with one Transformer sublayer removed: each block's attention, then its feed-forward.
+
+    A removed sublayer writes nothing: the stream passes on as `x` (Pre-LN,
+    ReZero, and the identity in a plain twin) or `LN(x)` (Post-LN, whose
+    LayerNorm sits on the stream).
+
+    Args:
+        model, dataset_or_xy, batch_size, blocks: as in `lesion`; every block
+            must be a `TransformerBlock`.
+        metric: as in `lesion`. Default "crossentropy".
+
+    Returns:
+        dict with `model`, `names`, `metric`, `intact`, `attention` and
+        `feedforward` (L floats: the metric with that block's sublayer removed).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    chain = _Chain(model, blocks)
+    for block in chain.blocks:
+        if not isinstance(block, TransformerBlock):
+            raise TypeError(f"lesion_sublayers needs TransformerBlocks; {block.name!r} is a {type(block).__name__}.")
+    metric_name, metric_fn = _resolve_metric(metric)
+
+    def without(block, removed):
+        def skip(x, norm):
+            return norm(x) if block.norm_position == "post" and block.uses_layer_norm else x
+
+        def run(x):
+            if removed == "attention":
+                x = skip(x, block.attention_norm)
+            else:
+                x = block.join(x, block.attention_branch(x, training=False), block.attention_norm)
+            if removed == "feedforward":
+                return skip(x, block.feedforward_norm)
+            return block.join(x, block.feedforward_branch(x, training=False), block.feedforward_norm)
+
+        return run
+
+    plans = [
+        {index: without(block, removed)}
+        for removed in ("attention", "feedforward")
+        for index, block in enumerate(chain.blocks)
+    ]
+    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
+    count = len(chain.blocks)
+    return {
+        "model": chain.model_name,
+        "names": list(chain.names),
+        "metric": metric_name,
+        "intact": float(means[0]),
+        "attention": [float(value) for value in means[1 : 1 + count]],
+        "feedforward": [float(value) for value in means[1 + count :]],
     }
