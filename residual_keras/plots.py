@@ -592,3 +592,104 @@ def depth_scaling(summary, *, path=None, banner=None, title=None):
     for axis in axes:
         axis.legend(fontsize="x-small")
     return _finish(figure, path)
+
+
+def layer_gradients(results, labels=None, *, path=None, banner=None, title=None):
+    """The norm of each block's weight gradient against the block's index (Xiong et al. 2020, figure 3).
+
+    Args:
+        results: one `diagnostics.gradient_norms` result or a list of them
+            (uses `block_weight_grad_norms`).
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result (log y axis).
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title or r"Weight gradients per block: $\|\partial L / \partial W_\ell\|$ (input left, output right)",
+        banner,
+    )
+    for index, (result, label) in enumerate(zip(results, labels)):
+        norms = np.asarray(result["block_weight_grad_norms"], dtype="float64")
+        if not norms.size or not np.any(norms > 0):
+            label += " (no gradient reaches the blocks)"
+        axes.plot(np.arange(1, len(norms) + 1), _positive(norms), color=_color(index),
+                  marker="o", markersize=3, label=label)
+    axes.set_yscale("log")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(r"block $\ell$")
+    axes.set_ylabel(r"$\|\partial L / \partial W_\ell\|$ (all of the block's weights)")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def logit_lens(results, labels=None, *, reference=None, path=None, banner=None, title=None):
+    """The loss of the stream read out through the model's head at every depth.
+
+    Args:
+        results: one `diagnostics.logit_lens` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        reference: optional (value, text) drawn as a dotted line, e.g. the
+            loss of predicting character frequencies.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(title or "Logit lens: the stream at each depth, read out by the head", banner)
+    for index, (result, label) in enumerate(zip(results, labels)):
+        axes.plot(result["depths"], result["loss"], color=_color(index), marker="o", markersize=3, label=label)
+    if reference is not None:
+        axes.axhline(reference[0], color="gray", linestyle=":", linewidth=1.2, label=reference[1])
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("depth (0 = embeddings, L = the model's own output)")
+    axes.set_ylabel("loss (nats per character)")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+
+def sublayer_lesions(lesions, sublayers, labels=None, *, path=None, banner=None, title=None):
+    """The loss with one block, or one of its two sublayers, removed, per block.
+
+    Args:
+        lesions: `diagnostics.lesion` results (one per model).
+        sublayers: `diagnostics.lesion_sublayers` results (same models).
+        labels: one label per model. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one panel per model: bars for the
+        block, its attention and its feed-forward sublayer removed, and the
+        intact loss as a dashed line.
+    """
+    lesions, sublayers = _as_list(lesions), _as_list(sublayers)
+    labels = _labels(lesions, labels)
+    metric = sublayers[0].get("metric", "metric")
+    figure, axes = _panels(title or f"Removing a block or one sublayer of a trained model: {metric}",
+                           banner, len(lesions), panel_width=4.4)
+    top = max(max(v for v in (*l["lesioned"], *s["attention"], *s["feedforward"]) if v is not None)
+              for l, s in zip(lesions, sublayers))
+    for axis, lesion_result, sublayer_result, label in zip(axes, lesions, sublayers, labels):
+        blocks = np.arange(1, len(sublayer_result["names"]) + 1)
+        width = 0.27
+        for offset, values, name, color in (
+            (-width, lesion_result["lesioned"], "whole block", "tab:gray"),
+            (0.0, sublayer_result["attention"], "attention", "tab:blue"),
+            (width, sublayer_result["feedforward"], "feed-forward", "tab:orange"),
+        ):
+            axis.bar(blocks + offset, [np.nan if v is None else v for v in values], width=width,
+                     color=color, label=f"{name} removed")
+        axis.axhline(sublayer_result["intact"], color="black", linestyle="--", linewidth=1.2,
+                     label=f"intact ({sublayer_result['intact']:.3g})")
+        axis.set_ylim(0, 1.05 * top)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(r"block $\ell$")
+        axis.set_ylabel(metric)
+        axis.set_title(label, fontsize="medium")
+        axis.legend(fontsize="x-small")
+    return _finish(figure, path)

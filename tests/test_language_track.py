@@ -119,19 +119,3 @@ def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     assert set(summary) == {f"{v}-{d}" for v in ("pre", "post", "plain", "rezero") for d in (1, 2)}
     # ReZero blocks start as the identity: the stream's Jacobian is exactly 1.
     assert summary["rezero-2"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)
-
-
-def test_findings_rank_the_variants_per_depth():
-    from tracks.language.report import findings, what_to_look_for
-
-    results = {"models": [
-        {"id": "pre-4-warmup0", "variant": "pre", "depth": 4, "warmup": 0, "val_loss": 1.883},
-        {"id": "plain-4-warmup0", "variant": "plain", "depth": 4, "warmup": 0, "val_loss": 3.348},
-        {"id": "post-4-warmup0", "variant": "post", "depth": 4, "warmup": 0, "val_loss": None,
-         "diverged": True, "diverged_step": 500},
-    ]}
-    assert findings(results) == [
-        "- 4 layers, warmup 0: validation loss pre 1.883, plain 3.348 (best first).",
-        "- post-4-warmup0 diverged by step 500.",
-    ]
-    assert len(what_to_look_for(("pre", "plain"))) == 1

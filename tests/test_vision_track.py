@@ -151,20 +151,3 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     assert results["strategy"] == "mirrored" and results["replicas"] == 2
     (entry,) = results["models"]
     assert entry["epochs_trained"] == 2 and 0 <= entry["train_error"] <= 1
-
-
-def test_findings_state_the_degradation_and_the_gap():
-    from tracks.vision.report import findings
-
-    results = {"models": [
-        {"variant": "plain", "depth": 14, "train_error": 0.436},
-        {"variant": "plain", "depth": 44, "train_error": 0.681},
-        {"variant": "residual", "depth": 14, "train_error": 0.416},
-        {"variant": "residual", "depth": 44, "train_error": 0.356},
-        {"variant": "fixup", "depth": 44, "train_error": None},  # diverged: left out
-    ]}
-    lines = findings(results)
-    assert lines[0] == ("- plain: training error 43.6% at 14 layers, 68.1% at 44 layers: "
-                        "the deeper net trains worse (higher).")
-    assert "the deeper net trains better (lower)" in lines[1]
-    assert lines[2] == "- plain minus residual training error: +2.0 points at 14 layers, +32.5 points at 44 layers."

@@ -41,7 +41,7 @@ def jsonable(value):
     return value
 
 
-def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
+def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examples=1,
                       jacobian_iterations=3, log=print):
     """Draws the three initialisation plots; returns per-model summary numbers.
 
@@ -49,6 +49,8 @@ def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
         models: list of (label, variant, depth, keras.Model) at initialisation.
         x: a batch of model inputs (images or token ids).
         out_dir: where the PNGs go.
+        y: the batch's targets (labels, next characters) for the loss of the
+            gradient instruments, or None for random labels.
         banner: a data-fallback warning for the plot titles, or None.
         jacobian_examples: examples used for the Jacobian norms.
         jacobian_iterations: power iterations per depth (each depth starts
@@ -57,7 +59,7 @@ def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
     """
     labels = [label for label, _, _, _ in models]
     log(f"instruments at initialisation: {', '.join(labels)}")
-    gradients = [diagnostics.gradient_norms(model, x) for _, _, _, model in models]
+    gradients = [diagnostics.gradient_norms(model, x, y) for _, _, _, model in models]
     plots.gradient_flow(gradients, labels, path=out_dir / "gradient_flow.png", banner=banner)
     activations = [diagnostics.activation_norms(model, x) for _, _, _, model in models]
     plots.activation_growth(activations, labels, path=out_dir / "activation_growth.png", banner=banner)
@@ -67,6 +69,9 @@ def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
         _, variant, depth, _ = item
         if variant not in deepest or depth > deepest[variant][2]:
             deepest[variant] = item
+    deepest_gradients = [gradients[labels.index(label)] for label, *_ in deepest.values()]
+    plots.layer_gradients(deepest_gradients, [label for label, *_ in deepest.values()],
+                          path=out_dir / "layer_gradients.png", banner=banner)
     jacobians, jacobian_labels = [], []
     references = []
     for label, variant, _, model in deepest.values():
@@ -88,6 +93,7 @@ def at_initialisation(models, x, out_dir, *, banner=None, jacobian_examples=1,
         rms = np.asarray(activation["rms"]).mean(axis=1)
         summary[label] = {
             "gradient_gain": gradient["gain"],
+            "block_weight_grad_norms": gradient["block_weight_grad_norms"],
             "stream_grad_norms": gradient["stream_grad_norms"],
             "stream_rms": activation["rms"],
             "stream_growth": float(rms[-1] / rms[0]) if rms[0] > 0 else None,
@@ -125,6 +131,7 @@ def instrument_figures(out_dir=None):
         ("Gradient flow at initialisation", "gradient_flow.png"),
         ("Activation growth at initialisation", "activation_growth.png"),
         ("Jacobian of the stream at initialisation", "jacobian.png"),
+        ("Weight gradients per block at initialisation", "layer_gradients.png"),
     ]
     if out_dir is not None and (out_dir / "depth_scaling.png").exists():
         figures.append(("Against depth, at initialisation", "depth_scaling.png"))
@@ -133,26 +140,41 @@ def instrument_figures(out_dir=None):
 
 INSTRUMENT_NOTES = """\
 - **Gradient flow**: the norm of the loss gradient at every block's input, divided by
-  its value at the last block's output. A flat line means the gradient reaches the
-  first layers intact; a plain network's line climbs or falls by orders of magnitude.
-- **Activation growth**: the RMS of the stream after each block. Without normalisation
-  of the stream, residual branches add up and the stream grows like sqrt(depth).
+  its value at the last block's output (the gain). 1 means the gradient arrives unchanged.
+  With BatchNorm in training mode (as in a training step) every layer rescales the
+  gradient, so a plain BatchNorm network's gain can be large (Yang et al. 2019); without
+  normalisation a plain stack multiplies its layers' Jacobians and the gain moves
+  exponentially with depth (depth_scaling.png when several depths are compared).
+- **Activation growth**: the RMS of the stream after each block. How it grows depends on the
+  blocks: BatchNorm branches of unit size add up along a residual stream; unnormalised
+  He-initialised residual branches as large as the stream double its variance per block.
 - **Jacobian**: the spectral norm of d x_l / d x_0 (power iteration, never forming
-  the matrix). A plain stack multiplies one Jacobian per block, so it follows a
-  line c^l on this log scale. Residual blocks contribute I + df/dx: their product
-  grows far more slowly, and it is exactly 1 when every branch starts at 0
-  (zero-gamma, Fixup, ReZero).
+  the matrix). A plain stack multiplies one Jacobian per block (a line c^l on this log
+  scale if each block stretches by c). Residual blocks contribute I + df/dx. When every
+  branch starts at exactly 0 (zero-gamma, Fixup, ReZero, zero-initialised pre-activation
+  blocks) the product is exactly 1 (tests/test_diagnostics.py, tests/test_preact_blocks.py).
+- **Weight gradients per block**: the norm of each block's weight gradient, input side on
+  the left (Xiong et al. 2020 compare Post-LN with Pre-LN this way).
+- A gain shown as "undefined" has no gradient at the last block to divide by: Fixup
+  starts its classifier at 0, so at initialisation no gradient reaches any block.
 """
 
 
 def initialisation_table(summary):
-    from tracks.common.report import format_value, markdown_table
+    from tracks.common.findings import scientific
+    from tracks.common.report import markdown_table
 
-    rows = [
-        [label, format_value(values.get("gradient_gain")), format_value(values.get("jacobian_norm"))]
-        for label, values in summary.items()
-    ]
-    return markdown_table(["model", "gradient gain (input / output)", "||d x_L / d x_0||"], rows)
+    rows = []
+    for label, values in summary.items():
+        gains = values.get("block_weight_grad_norms") or []
+        rows.append([
+            label, scientific(values.get("gradient_gain")), scientific(values.get("jacobian_norm")),
+            scientific(values.get("stream_growth")),
+            f"{scientific(gains[0])} / {scientific(gains[-1])}" if gains else "—",
+        ])
+    return markdown_table(
+        ["model", "gradient gain (input / output)", "||d x_L / d x_0||", "stream RMS x_L / x_0",
+         "weight gradient, first / last block"], rows)
 
 
 def write_diagnose_summary(run, title, summary, banner=None):

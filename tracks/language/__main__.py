@@ -90,7 +90,8 @@ def train(args):
              f"validation characters, vocabulary {data.vocab.size}")
     run.update_results(
         track=TRACK, preset=config.preset, dataset=data.name, banner=data.banner,
-        vocab_size=data.vocab.size, unknown_val_chars=data.unknown_val_chars, **runtime.describe(),
+        vocab_size=data.vocab.size, unknown_val_chars=data.unknown_val_chars,
+        unigram_loss=experiment.unigram_loss(data), **runtime.describe(),
     )
     if "initialisation" not in run.read_results():
         run.update_results(initialisation=initial_instruments(config, data, run.path))
@@ -103,6 +104,7 @@ def train(args):
     figures += instruments.instrument_figures(run.path)
     if report.plot_stream(config, results, run.path / "stream.png", plot_banner(data)):
         figures.append(("The residual stream after training", "stream.png"))
+    figures += report.plot_trained_instruments(config, results, run.path, plot_banner(data))
     report.write_samples(run, config, results)
     report.write_summary(run, config, results, figures, data.banner)
     log(f"done: {run.path / 'summary.md'}")
@@ -124,8 +126,8 @@ def initial_instruments(config, data, out_dir):
         keras.utils.set_random_seed(config.seed)
         label = f"{spec.variant}-{spec.depth}"
         models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))
-    x = experiment.instrument_batch(config, data)
-    return instruments.at_initialisation(models, x, out_dir, banner=plot_banner(data), log=log)
+    x, y = experiment.instrument_batch(config, data)
+    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), log=log)
 
 
 def sample(argv):

@@ -89,13 +89,56 @@ def restored_step(run, spec, config):
     return json.loads(metadata.read_text())["epoch"] * config.eval_interval
 
 
-def instrument_batch(config, data):
-    """A fixed batch of validation windows for the instruments."""
+def validation_windows(config, data, count):
+    """(x, y): `count` fixed validation windows, evenly spaced, and their next characters."""
     import numpy as np
 
     length = config.sequence_length
-    starts = np.linspace(0, len(data.val_tokens) - length - 1, config.instrument_sequences).astype(int)
-    return np.stack([data.val_tokens[start:start + length] for start in starts])
+    starts = np.linspace(0, len(data.val_tokens) - length - 1, count).astype(int)
+    windows = np.stack([data.val_tokens[start:start + length + 1] for start in starts])
+    return windows[:, :-1], windows[:, 1:]
+
+
+def instrument_batch(config, data):
+    """(x, y): the fixed batch of validation windows the instruments use."""
+    return validation_windows(config, data, config.instrument_sequences)
+
+
+# Sets of blocks removed at random per k in the k-block lesion.
+DELETION_DRAWS = 5
+
+
+def trained_instruments(model, config, data):
+    """The instruments on a trained model (results.json entries, plain numbers).
+
+    - stream: what each sublayer writes, relative to the stream;
+    - decomposition: x_L against x_0 + every sublayer's output (exact for Pre-LN);
+    - logit_lens: the validation loss of the stream read out at every depth;
+    - lesion, sublayers, deletion: the validation loss with one block, one
+      sublayer, or k random blocks removed (Veit et al. 2016), on
+      `lesion_sequences` validation windows.
+    """
+    x, y = instrument_batch(config, data)
+    lesion_x, lesion_y = validation_windows(config, data, config.lesion_sequences)
+    lesion_data = (lesion_x, lesion_y)
+    return jsonable({
+        "stream": diagnostics.stream_contributions(model, x),
+        "decomposition": diagnostics.stream_decomposition(model, x),
+        "logit_lens": diagnostics.logit_lens(model, lesion_x, lesion_y),
+        "lesion": diagnostics.lesion(model, lesion_data, metric="crossentropy", batch_size=64),
+        "sublayers": diagnostics.lesion_sublayers(model, lesion_data, batch_size=64),
+        "deletion": diagnostics.delete_blocks(model, lesion_data, metric="crossentropy", batch_size=64,
+                                              draws=DELETION_DRAWS, seed=config.seed),
+    })
+
+
+def unigram_loss(data):
+    """Validation loss of predicting every character by its training frequency (nats/char)."""
+    import numpy as np
+
+    counts = np.bincount(data.train_tokens, minlength=data.vocab.size).astype("float64") + 1.0
+    probabilities = counts / counts.sum()
+    return float(-np.mean(np.log(probabilities[data.val_tokens])))
 
 
 def bits_per_char(loss):
@@ -143,7 +186,7 @@ def train_one(config, spec, runtime, data, run, log):
         prompt = data.vocab.encode(config.prompt)
         ids = generate(model, prompt, config.sample_chars, temperature=0.8, top_k=None, seed=config.seed)
         entry["sample"] = data.vocab.decode(ids[len(prompt):])
-        entry["stream"] = jsonable(diagnostics.stream_contributions(model, instrument_batch(config, data)))
+        entry.update(trained_instruments(model, config, data))
         best = run.read_results().get("best_model")
         if best is None or entry["val_loss"] < best["val_loss"]:
             model.save(run.path / "best_model.keras")

@@ -64,6 +64,9 @@ class LanguageConfig(RuntimeOptions):
     instrument_sequences: int = dataclasses.field(
         default=8, metadata={"help": "validation windows for the instruments (at init and after training)"}
     )
+    lesion_sequences: int = dataclasses.field(
+        default=64, metadata={"help": "validation windows for the lesion studies and the logit lens of each trained model"}
+    )
     prompt: str = dataclasses.field(default="\n", metadata={"help": "prompt for the generated samples"})
     sample_chars: int = dataclasses.field(default=300, metadata={"help": "characters generated per model"})
     steps_per_execution: int = dataclasses.field(

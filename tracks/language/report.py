@@ -22,8 +22,10 @@ from tracks.common.report import (
     save_figure,
     title_with_banner,
 )
+from tracks.common.findings import finding_lines
 from tracks.common.training import read_metrics_rows
 from tracks.language.experiment import grid
+from tracks.language.findings import language_findings
 
 
 def plot_loss_curves(run, config, results, path, banner=None):
@@ -88,15 +90,13 @@ def write_samples(run, config, results):
 
 
 LOOK_FOR = {
-    "plain": "- **plain** vs **pre**: without the residual additions a deep stack trains far worse "
-             "(a plain Pre-LN stack can stall near the loss of guessing character frequencies); "
-             "with them, depth helps.\n",
-    "post": "- **post** vs **pre**: Post-LN normalises the stream after every addition, which gives "
-            "large gradients near the output at initialisation; without warmup it is the one that "
-            "can struggle at large learning rates and depths (Xiong et al. 2020). Compare "
-            "`--warmup-steps 0,100`.\n",
-    "rezero": "- **rezero**: no LayerNorm at all, every block starts as the identity (alpha = 0) "
-              "and trains.\n",
+    "plain": "- **plain** vs **pre**: the same layers without the residual additions. A deep plain "
+             "stack can stall at the loss of predicting character frequencies; the finding above "
+             "says what it did here.\n",
+    "post": "- **post** vs **pre**: Post-LN normalises the stream after every addition. Xiong et al. "
+            "2020 found that it needs learning-rate warm-up and Pre-LN does not; runs that compare "
+            "`--warmup-steps 0,N` test that (findings above).\n",
+    "rezero": "- **rezero**: no LayerNorm at all, every block starts as the identity (alpha = 0).\n",
 }
 
 
@@ -104,22 +104,34 @@ def what_to_look_for(variants):
     return [text for variant, text in LOOK_FOR.items() if variant in variants]
 
 
-def findings(results):
-    """What this run shows, computed from its results (final validation losses)."""
-    losses = {}
-    for entry in results["models"]:
-        if entry.get("val_loss") is not None:
-            key = (entry["depth"], entry["warmup"])
-            losses.setdefault(key, {})[entry["variant"]] = entry["val_loss"]
-    lines = []
-    for (depth, warmup), by_variant in sorted(losses.items()):
-        ranked = ", ".join(f"{variant} {loss:.3f}" for variant, loss in
-                           sorted(by_variant.items(), key=lambda item: item[1]))
-        lines.append(f"- {depth} layers, warmup {warmup}: validation loss {ranked} (best first).")
-    for entry in results["models"]:
-        if entry.get("diverged"):
-            lines.append(f"- {entry['id']} diverged by step {entry['diverged_step']}.")
-    return lines
+def _deepest_trained(config, results, key):
+    """Entries of the deepest depth with `key`, with the longest warm-up of the run."""
+    depth, entries = deepest_with(config, results, key)
+    longest = max(config.warmup_steps)
+    return depth, [m for m in entries if m.get("warmup") == longest]
+
+
+def plot_trained_instruments(config, results, directory, banner=None):
+    """logit_lens.png, lesion.png and block_deletion.png for the deepest depth; the figures drawn."""
+    figures = []
+    depth, entries = _deepest_trained(config, results, "logit_lens")
+    if not entries:
+        return figures
+    labels = [m["id"] for m in entries]
+    unigram = results.get("unigram_loss")
+    plots.logit_lens([m["logit_lens"] for m in entries], labels, path=directory / "logit_lens.png",
+                     banner=banner, reference=None if unigram is None else
+                     (unigram, f"character frequencies only ({unigram:.2f})"),
+                     title=f"Logit lens: the stream at each depth read out by the head (trained, {depth} layers)")
+    figures.append(("Logit lens: where the prediction forms", "logit_lens.png"))
+    plots.sublayer_lesions([m["lesion"] for m in entries], [m["sublayers"] for m in entries], labels,
+                           path=directory / "lesion.png", banner=banner,
+                           title=f"Validation loss with one block or one sublayer removed ({depth} layers)")
+    figures.append(("Removing a block or a sublayer", "lesion.png"))
+    plots.block_deletion([m["deletion"] for m in entries], None, labels, path=directory / "block_deletion.png",
+                         banner=banner, title=f"Validation loss with k random blocks removed ({depth} layers)")
+    figures.append(("Removing k blocks at once (Veit et al. 2016)", "block_deletion.png"))
+    return figures
 
 
 def write_summary(run, config, results, figures, banner=None):
@@ -154,11 +166,14 @@ def write_summary(run, config, results, figures, banner=None):
          f"sample from it with `python -m tracks.language sample {run.path} --prompt \"ROMEO:\"`.\n"
          if best else ""),
         "## What this run shows\n",
-        "\n".join(findings(results)) + "\n",
-        "## What to look for\n",
+        "Each line is computed from this run's numbers and says whether the claim held "
+        "(thresholds in `tracks/language/findings.py`).\n",
+        "\n".join(finding_lines(language_findings(results, config.variants))) + "\n",
+        "## How to read it\n",
         *what_to_look_for(config.variants),
-        "- **The residual stream** (stream.png): in a trained residual model each sublayer "
-        "adds an update to a stream that carries everything before it.\n",
+        "- **The residual stream** (stream.png, logit_lens.png): every sublayer reads the stream "
+        "and adds its output to it (Elhage et al. 2021); the logit lens reads the stream at every "
+        "depth through the model's own head.\n",
         "- Read the generated text in [samples.md](samples.md).\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",

@@ -98,8 +98,9 @@ def initial_instruments(config, data, out_dir):
         keras.utils.set_random_seed(config.seed)
         models.append((spec.id, spec.variant, spec.depth,
                        experiment.build_model(config, spec, data.num_classes)))
-    x = data.normalize(data.x_train[experiment.sample_indices(len(data.y_train), config.instrument_images, config.seed)])
-    return instruments.at_initialisation(models, x, out_dir, banner=plot_banner(data), log=log)
+    indices = experiment.sample_indices(len(data.y_train), config.instrument_images, config.seed)
+    x, y = data.normalize(data.x_train[indices]), data.y_train[indices]
+    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), log=log)
 
 
 def plot_banner(data):

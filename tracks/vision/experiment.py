@@ -151,6 +151,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         "variant": spec.variant,
         "depth": spec.depth,
         "params": params,
+        "num_classes": len(data.class_names),
         "epochs_trained": len(history),
         "diverged": diverged is not None,
         "diverged_epoch": diverged,

@@ -22,7 +22,9 @@ from tracks.common.report import (
     save_figure,
     title_with_banner,
 )
+from tracks.common.findings import finding_lines
 from tracks.common.training import read_metrics_rows
+from tracks.vision.findings import vision_findings
 
 
 def plot_training_curves(run, config, results, path, banner=None):
@@ -104,28 +106,6 @@ def lesion_lines(results):
     return lines
 
 
-def findings(results):
-    """What this run shows, computed from its results (final training errors)."""
-    errors = {}
-    for entry in results["models"]:
-        if entry.get("train_error") is not None:
-            errors.setdefault(entry["variant"], {})[entry["depth"]] = entry["train_error"]
-    lines = []
-    for variant, by_depth in sorted(errors.items()):
-        if len(by_depth) < 2:
-            continue
-        shallow, deep = min(by_depth), max(by_depth)
-        change = "worse (higher)" if by_depth[deep] > by_depth[shallow] else "better (lower)"
-        lines.append(f"- {variant}: training error {100 * by_depth[shallow]:.1f}% at {shallow} layers, "
-                     f"{100 * by_depth[deep]:.1f}% at {deep} layers: the deeper net trains {change}.")
-    plain, residual = errors.get("plain", {}), errors.get("residual", {})
-    common = sorted(set(plain) & set(residual))
-    if common:
-        gaps = ", ".join(f"{100 * (plain[d] - residual[d]):+.1f} points at {d} layers" for d in common)
-        lines.append(f"- plain minus residual training error: {gaps}.")
-    return lines
-
-
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     rows = []
@@ -157,20 +137,19 @@ def write_summary(run, config, results, figures, banner=None):
         "He et al.'s curves; test error is measured once at the end on the whole test set.\n",
         table + "\n",
         "## What this run shows\n",
-        "\n".join(findings(results)) + "\n",
-        "## What to look for\n",
-        "- **The degradation problem** (left panel): the deeper *plain* network has the "
-        "higher *training* error. It is not overfitting: it fits its own training data worse.\n",
-        "- **Residual networks** (right panel): the gap between plain and residual grows with "
-        "depth; with a full schedule (the `fast` and `paper` presets) the deeper residual net "
-        "also trains better than the shallower one, as in He et al.'s Figure 6. Short "
-        "schedules leave every deeper net behind, the plain one far more.\n",
-        "- **Why** (gradient flow): at initialisation the plain network's per-block gradient "
-        "norms change by orders of magnitude from input to output, the residual network's stay flat: "
-        "each residual block's Jacobian is I + df/dx.\n",
-        "- **The ensemble view** (lesion study, Veit et al. 2016): removing one block of a "
-        "trained residual network barely changes its accuracy; removing one layer of a plain "
-        "network destroys it.\n",
+        "Each line is computed from this run's numbers and says whether the claim held "
+        "(thresholds in `tracks/vision/findings.py`).\n",
+        "\n".join(finding_lines(vision_findings(results, config.variants))) + "\n",
+        "## How to read the figures\n",
+        "- **Training curves**: bold = training error, dashed = test error, colour = depth. He et "
+        "al.'s Figure 6 found the deeper *plain* net with the *higher* training error (the "
+        "degradation problem: not overfitting, it fits its own training data worse) and the deeper "
+        "*residual* net with the lower one. The findings above say what this run found.\n",
+        "- **Gradient flow, Jacobian, depth scaling** (at initialisation): how the gradient and the "
+        "stream change from block to block; the table below gives the numbers.\n",
+        "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
+        "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
+        "network has one path.\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
         INSTRUMENT_NOTES,

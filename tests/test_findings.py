@@ -1,0 +1,154 @@
+"""The computed findings of summary.md: each tested where its claim holds and where it does not."""
+
+import math
+
+from tracks.common.findings import finding_lines, scientific
+from tracks.language import findings as language
+from tracks.vision import findings as vision
+
+
+def _vision(errors, init=None, extra=None):
+    """results.json-like dict from {(variant, depth): final training error}."""
+    extra = extra or {}
+    models = [{"id": f"{v}-{d}", "variant": v, "depth": d, "train_error": e, **extra.get((v, d), {})}
+              for (v, d), e in errors.items()]
+    return {"models": models, "initialisation": init or {}}
+
+
+def test_degradation_holds_only_for_five_points_or_more():
+    found = vision.degradation(_vision({("plain", 14): 0.43, ("plain", 44): 0.68}))
+    assert found.holds and "+25.0 points" in found.text and "degradation problem" in found.text
+    small = vision.degradation(_vision({("plain", 14): 0.43, ("plain", 44): 0.46}))
+    assert not small.holds and "less than the 5 points" in small.text
+    assert vision.degradation(_vision({("plain", 14): 0.43})) is None  # one depth: nothing to say
+
+
+def test_deeper_residual_trains_better_or_the_summary_says_it_did_not():
+    assert vision.deeper_residual_trains_better(_vision({("residual", 14): 0.40, ("residual", 44): 0.38})).holds
+    worse = vision.deeper_residual_trains_better(_vision({("residual", 14): 0.416, ("residual", 44): 0.556}))
+    assert not worse.holds and "trains worse" in worse.text and "55.6%" in worse.text
+
+
+def test_shortcut_benefit_at_the_deepest_depth():
+    results = _vision({("plain", 14): 0.44, ("plain", 44): 0.68, ("residual", 14): 0.42, ("residual", 44): 0.40})
+    found = vision.shortcut_benefit(results)
+    assert found.holds and "+28.0 points at 44 layers" in found.text
+    assert not vision.shortcut_benefit(_vision({("plain", 44): 0.41, ("residual", 44): 0.40})).holds
+
+
+def test_gradient_at_initialisation_compares_distance_from_one():
+    init = {"plain-44": {"gradient_gain": 1.6e3}, "residual-44": {"gradient_gain": 22.0}}
+    found = vision.gradient_at_initialisation({"models": [], "initialisation": init})
+    assert found.holds and "1.6e+03" in found.text
+    init = {"plain-44": {"gradient_gain": 0.9}, "residual-44": {"gradient_gain": 31.5}}
+    found = vision.gradient_at_initialisation({"models": [], "initialisation": init})
+    assert not found.holds and "does not explain" in found.text
+
+
+def _lesion(intact, lesioned):
+    return {"lesion": {"intact": intact, "lesioned": lesioned}, "num_classes": 10}
+
+
+def test_one_block_barely_matters_needs_eighty_percent_above_chance():
+    kept = _vision({("residual", 44): 0.3}, extra={("residual", 44): _lesion(0.80, [0.78, 0.77, None, 0.75])})
+    assert vision.one_block_barely_matters(kept).holds
+    broken = _vision({("residual", 14): 0.3}, extra={("residual", 14): _lesion(0.774, [0.374, 0.134, 0.5])})
+    found = vision.one_block_barely_matters(broken)
+    assert not found.holds and "median 37.4%" in found.text and "worst 13.4%" in found.text
+
+
+def _deletion(intact, means):
+    return {"ensemble": {"deletion": {"intact": intact, "num_removed": [1, 2, 4, 8], "mean": means,
+                                      "candidates": ["b"] * 19}}, "num_classes": 10}
+
+
+def test_deletion_contrast_residual_must_keep_more_at_every_k():
+    extra = {("residual", 44): _deletion(0.8, [0.75, 0.7, 0.6, 0.4]),
+             ("plain", 44): _deletion(0.6, [0.2, 0.12, 0.1, 0.1])}
+    found = vision.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra))
+    assert found.holds and "k = 1, 2, 4, 8 of 19" in found.text
+    extra[("plain", 44)] = _deletion(0.6, [0.58, 0.57, 0.56, 0.5])
+    assert not vision.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra)).holds
+
+
+def test_short_paths_from_the_gradient_share():
+    n = 10
+    lengths = list(range(n + 1))
+    short = [0.2, 0.3, 0.3, 0.1, 0.05, 0.05, 0, 0, 0, 0, 0]
+    extra = {("residual", 62): {"ensemble": {"paths": {"lengths": lengths, "gradient_share": short}}}}
+    found = vision.short_paths(_vision({("residual", 62): 0.3}, extra=extra))
+    assert found.holds and "90% of the gradient comes through paths of 0-4" in found.text
+    binomial = [math.comb(n, k) / 2**n for k in lengths]
+    extra[("residual", 62)]["ensemble"]["paths"]["gradient_share"] = binomial[::-1]  # long paths dominate
+    assert not vision.short_paths(_vision({("residual", 62): 0.3}, extra=extra)).holds
+
+
+def _language(losses, extra=None):
+    """results.json-like dict from {(variant, depth, warmup): final validation loss or 'diverged'}."""
+    models, extra = [], extra or {}
+    for (variant, depth, warmup), loss in losses.items():
+        entry = {"id": f"{variant}-{depth}-warmup{warmup}", "variant": variant, "depth": depth, "warmup": warmup,
+                 "diverged": loss == "diverged", "val_loss": None if loss == "diverged" else loss}
+        entry.update(extra.get((variant, depth, warmup), {}))
+        models.append(entry)
+    return {"models": models, "unigram_loss": 3.3}
+
+
+def test_post_ln_needs_warmup_by_a_tenth_of_a_nat_or_divergence():
+    assert language.needs_warmup(_language({("post", 6, 0): 2.05, ("post", 6, 100): 1.90})).holds
+    diverged = language.needs_warmup(_language({("post", 6, 0): "diverged", ("post", 6, 100): 1.90}))
+    assert diverged.holds and "diverged without warm-up" in diverged.text
+    indifferent = language.needs_warmup(_language({("post", 6, 0): 1.678, ("post", 6, 100): 1.671}))
+    assert not indifferent.holds and "less than 0.1 nats" in indifferent.text
+
+
+def test_pre_ln_indifferent_within_three_hundredths():
+    assert language.trains_without_warmup(_language({("pre", 6, 0): 1.88, ("pre", 6, 100): 1.87})).holds
+    needs = language.trains_without_warmup(_language({("pre", 8, 0): 2.279, ("pre", 8, 200): 1.810}))
+    assert not needs.holds and "+0.469" in needs.text
+
+
+def test_plain_fails_needs_half_a_nat():
+    found = language.plain_fails(_language({("plain", 6, 0): 3.348, ("pre", 6, 0): 1.90}))
+    assert found.holds and "3.300" in found.text
+    assert not language.plain_fails(_language({("plain", 6, 0): 2.1, ("pre", 6, 0): 1.90})).holds
+
+
+def test_xiong_shape_and_sizes():
+    grow = {"post-6": {"block_weight_grad_norms": [1.0, 1.5, 2.5]}, "pre-6": {"block_weight_grad_norms": [1.0, 1.0, 0.9]}}
+    assert language.xiong_gradients({"models": [], "initialisation": grow}).holds
+    level = {"post-6": {"block_weight_grad_norms": [2.3, 2.0, 1.8]}, "pre-6": {"block_weight_grad_norms": [1.2, 1.0, 0.8]}}
+    found = language.xiong_gradients({"models": [], "initialisation": level})
+    assert not found.holds and "Post-LN's gradients are the larger ones" in found.text
+
+
+def test_stream_is_a_sum_for_pre_ln_only():
+    extra = {("pre", 4, 0): {"decomposition": {"relative_error": 3e-7}},
+             ("post", 4, 0): {"decomposition": {"relative_error": 0.42}}}
+    found = language.stream_is_a_sum(_language({("pre", 4, 0): 1.9, ("post", 4, 0): 1.9}, extra=extra))
+    assert found.holds and "post: 0.42" in found.text
+    extra[("pre", 4, 0)]["decomposition"]["relative_error"] = 0.01
+    assert not language.stream_is_a_sum(_language({("pre", 4, 0): 1.9, ("post", 4, 0): 1.9}, extra=extra)).holds
+
+
+def test_measurement_only_findings_make_no_claim_and_markdown_says_which():
+    extra = {("pre", 4, 0): {"logit_lens": {"loss": [4.2, 3.0, 2.2, 2.0, 1.9]}}}
+    found = language.logit_lens_depth(_language({("pre", 4, 0): 1.9}, extra=extra))
+    assert found.holds is None and "half of that drop by block 1 of 4" in found.text
+    assert finding_lines([found])[0].startswith("- **Logit lens**: ")
+    assert finding_lines([None]) == ["- (no finding applies: the run has no comparable models)"]
+
+
+def test_scientific_formatting_keeps_tiny_and_huge_numbers_readable():
+    assert scientific(1e-27) == "1e-27" and scientific(0.338) == "0.338" and scientific(5.6e8) == "5.6e+08"
+    assert scientific(None) == "undefined" and scientific(float("nan")) == "undefined"
+
+
+def test_diverged_models_are_named_with_when():
+    results = _language({("post", 4, 0): "diverged", ("pre", 4, 0): 1.88})
+    results["models"][0]["diverged_step"] = 500
+    found = language.language_findings(results, ("pre", "post"))[0]
+    assert found.title == "Diverged" and "post-4-warmup0 (step 500)" in found.text
+    vision_results = _vision({("fixup", 44): None}, extra={("fixup", 44): {"diverged": True, "diverged_epoch": 2}})
+    assert "fixup-44 (epoch 3)" in vision.vision_findings(vision_results, ("fixup",))[0].text
+    assert vision.vision_findings(_vision({("plain", 8): 0.4}), ("plain",))[0] is None

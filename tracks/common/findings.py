@@ -1,0 +1,73 @@
+"""Sentences about a run's results, computed from its numbers.
+
+A run's summary.md states what the run shows only through findings: small
+functions that take the run's results (the results.json dict), test one
+claim against a stated threshold, and write one sentence that gives the
+numbers and says whether the claim held. Nothing in a summary is a static
+claim about results: if the numbers do not show something, the sentence says
+so. Each track has its finding functions (tracks/<track>/findings.py); this
+module has what they share.
+"""
+
+import dataclasses
+import math
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One claim tested on a run: its title, whether it held, and the sentence.
+
+    `holds` is None for a finding that only reports measurements (no claim).
+    """
+
+    title: str
+    holds: bool | None
+    text: str
+
+    def markdown(self):
+        mark = "" if self.holds is None else (" (holds)" if self.holds else " (does not hold)")
+        return f"- **{self.title}**{mark}: {self.text}"
+
+
+def finding_lines(findings):
+    """Markdown bullet lines of the findings that apply (None = no data for it)."""
+    lines = [finding.markdown() for finding in findings if finding is not None]
+    return lines or ["- (no finding applies: the run has no comparable models)"]
+
+
+def entries_by(results, key, *, variant=None, warmup=None):
+    """{depth: value of `key`} of the finished entries (optionally one variant / warm-up)."""
+    found = {}
+    for entry in results.get("models", []):
+        if variant is not None and entry.get("variant") != variant:
+            continue
+        if warmup is not None and entry.get("warmup") != warmup:
+            continue
+        value = entry.get(key)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            found[entry["depth"]] = value
+    return found
+
+
+def percent(value):
+    return f"{100 * value:.1f}%"
+
+
+def scientific(value):
+    """A number spanning orders of magnitude, readable: 0.338, 31.5, 1.2e+04, 3e-27."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.3g}"
+    return f"{value:.2g}"
+
+
+def diverged_models(results, when="diverged_epoch", unit="epoch"):
+    """A measurement-only finding listing the models whose loss stopped being finite."""
+    diverged = [m for m in results.get("models", []) if m.get("diverged")]
+    if not diverged:
+        return None
+    listed = ", ".join(
+        f"{m['id']} ({unit} {m[when] + 1 if unit == 'epoch' else m[when]})" for m in diverged)
+    return Finding("Diverged", None, f"the loss of {listed} became NaN or infinite; "
+                   "these models have no final error and are left out of the other findings.")
