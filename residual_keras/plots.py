@@ -690,6 +690,62 @@ def sublayer_lesions(lesions, sublayers, labels=None, *, path=None, banner=None,
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel(r"block $\ell$")
         axis.set_ylabel(metric)
+        low, high = axis.get_ylim()
+        axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
+        axis.set_title(label, fontsize="medium")
+        axis.legend(fontsize="x-small")
+    return _finish(figure, path)
+
+
+def jacobian_blocks(results, labels=None, *, path=None, banner=None, title=None):
+    """Each block's Jacobian, their product, and the Jacobian of the whole stack, block by block.
+
+    For block l: the block's own spectral norm `||J_l||` (dots), the product
+    of those norms up to l (dashed: the bound a product of matrices obeys),
+    and the norm of the product `||d x_l / d x_0||` (solid), per model in its
+    own panel. For residual blocks with measured branch norms eps_l
+    (`jacobian_norm(..., per_branch=True)`) the bound `prod (1 + eps_i)` is
+    dotted (a ReLU after the addition only lowers it), and `prod (1 - eps_i)`
+    too when every eps_i < 1 (the lower bound needs eps < 1 and blocks
+    `x + f(x)`).
+
+    Args:
+        results: `diagnostics.jacobian_norm` results computed with
+            `per_block=True` and `cumulative=True`.
+        labels: one label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one panel per result (log y axes).
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _panels(title or "Block by block: each Jacobian, their product, and the product's norm",
+                           banner, len(results), panel_width=4.8)
+    for axis, result, label in zip(axes, results, labels):
+        per_block = np.asarray(result["per_block"], dtype="float64").mean(axis=1)
+        cumulative = np.asarray(result["cumulative"], dtype="float64").mean(axis=1)
+        depths = np.arange(1, len(per_block) + 1)
+        axis.plot(depths, _positive(per_block), linestyle="none", marker="o", markersize=4,
+                  color="tab:gray", label=r"$\|J_\ell\|$ (one block)")
+        axis.plot(depths, _positive(np.cumprod(per_block)), linestyle="--", color="tab:red",
+                  label=r"$\prod_{i \leq \ell} \|J_i\|$")
+        axis.plot(depths, _positive(cumulative), color="tab:blue", linewidth=2,
+                  label=r"$\|\partial x_\ell / \partial x_0\|$")
+        branches = result.get("per_branch")
+        if branches and all(branch is not None for branch in branches):
+            eps = np.array([np.mean(branch) for branch in branches])
+            axis.plot(depths, np.cumprod(1 + eps), color="tab:green", linestyle=":", linewidth=2,
+                      label=r"bound $\prod (1 + \varepsilon_i)$, $\varepsilon_i = \|J_{f_i}\|$")
+            if np.all(eps < 1):
+                axis.plot(depths, np.cumprod(1 - eps), color="tab:green", linestyle=":", linewidth=2,
+                          label=r"bound $\prod (1 - \varepsilon_i)$")
+        axis.axhline(1.0, color="black", linestyle=":", linewidth=1)
+        axis.set_yscale("log")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(r"block $\ell$")
+        low, high = axis.get_ylim()
+        axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
         axis.set_title(label, fontsize="medium")
         axis.legend(fontsize="x-small")
     return _finish(figure, path)

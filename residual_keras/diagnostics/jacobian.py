@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
-from residual_keras.diagnostics._blocks import _Chain, _call
+from residual_keras.diagnostics._blocks import _Chain, _call, residual_parts
 from residual_keras.diagnostics._tensors import (
     _TINY,
     _per_example_norm,
@@ -88,6 +88,7 @@ def jacobian_norm(
     tolerance=1e-5,
     per_block=True,
     cumulative=False,
+    per_branch=False,
     blocks=None,
     seed=0,
     use_tf_function=True,
@@ -98,9 +99,13 @@ def jacobian_norm(
     largest singular value is found by power iteration on `J^T J`, each step
     a Jacobian-vector product (forward mode) and a vector-Jacobian product
     (backward mode): the Jacobian itself is never formed, so this works for
-    full-size networks. For a residual stack the norm stays near 1 (exactly 1
-    when every branch is 0 at initialisation); for a plain stack it behaves
-    like `c^L`.
+    full-size networks. A plain stack's norm is bounded by the product of
+    its blocks' norms (`c^L` if each stretches by c). For blocks `x + f(x)`
+    whose branches have `||J_f|| <= eps_l`, the norm lies between
+    `prod (1 - eps_l)` and `prod (1 + eps_l)`; it is exactly 1 when every
+    branch is 0 at initialisation. Measured residual networks at
+    initialisation have branches with `eps_l` near or above 1, so their norm
+    can be large (`per_branch=True` gives the eps_l).
 
     The model runs in inference mode (BatchNorm with its moving statistics,
     no Dropout), so that examples do not interact and each example's
@@ -133,6 +138,10 @@ def jacobian_norm(
             most this relative amount in one iteration. Default 1e-5.
         per_block: bool. Also compute each block's own Jacobian norm at the
             input it receives. Default True.
+        per_branch: bool. Also compute the norm of each residual block's
+            branch Jacobian `||d f_l / d x||` at its input (None for blocks
+            without a branch/shortcut pair, see `residual_parts`; models only).
+            Default False.
         cumulative: bool. Also compute `||d x_l / d x_0||` for every l = 1..L
             (for plotting norm vs depth; costs O(L^2) block evaluations, each
             depth warm-started from the previous one's singular vector).
@@ -147,12 +156,14 @@ def jacobian_norm(
     Returns:
         dict with `model` (str or None), `names` (L block names), `total`
         (float64 array (B,): ||d x_L / d x_0|| per example), `per_block`
-        ((L, B) array or None), `cumulative` ((L, B) array, row l-1 =
+        ((L, B) array or None), `per_branch` (list of L (B,) arrays or
+        None entries, or None), `cumulative` ((L, B) array, row l-1 =
         ||d x_l / d x_0||, or None), `iterations` (the most power
         iterations any estimate used) and `converged` (bool: all estimates
         met `tolerance`).
     """
     num_iterations = check_positive_int("num_iterations", num_iterations)
+    chain = None
     if isinstance(model_or_layers, keras.Model):
         chain = _Chain(model_or_layers, blocks)
         model_name = chain.model_name
@@ -220,6 +231,21 @@ def jacobian_norm(
             rows.append(sigma)
             stream = step(stream)
         result["per_block"] = np.stack(rows)
+    result["per_branch"] = None
+    if per_branch:
+        if chain is None:
+            raise ValueError("per_branch=True needs a model (its blocks' branches), not a list of layers.")
+        rows = []
+        stream = x0
+        for block, step in zip(chain.blocks, steps):
+            parts = residual_parts(block)
+            if parts is None:
+                rows.append(None)
+            else:
+                sigma, _ = estimate(parts[0], stream, start_vector(stream))
+                rows.append(sigma)
+            stream = step(stream)
+        result["per_branch"] = rows
     result["iterations"] = iterations
     result["converged"] = converged
     return result

@@ -77,8 +77,8 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     for label, variant, _, model in deepest.values():
         diagnostics.calibrate_batchnorm(model, x)
         result = diagnostics.jacobian_norm(
-            model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=False,
-            cumulative=True, use_tf_function=False,  # eager: no retracing for every depth
+            model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=True,
+            per_branch=True, cumulative=True, use_tf_function=False,  # eager: no retracing per depth
         )
         jacobians.append(result)
         jacobian_labels.append(label)
@@ -87,6 +87,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
             references.append(round(total ** (1 / len(result["names"])), 3))
     plots.jacobian(jacobians, jacobian_labels, references=references,
                    path=out_dir / "jacobian.png", banner=banner)
+    plots.jacobian_blocks(jacobians, jacobian_labels, path=out_dir / "jacobian_blocks.png", banner=banner)
 
     summary = {}
     for label, gradient, activation in zip(labels, gradients, activations):
@@ -132,6 +133,7 @@ def instrument_figures(out_dir=None):
         ("Activation growth at initialisation", "activation_growth.png"),
         ("Jacobian of the stream at initialisation", "jacobian.png"),
         ("Weight gradients per block at initialisation", "layer_gradients.png"),
+        ("Block by block: each Jacobian, their product, the product's norm", "jacobian_blocks.png"),
     ]
     if out_dir is not None and (out_dir / "depth_scaling.png").exists():
         figures.append(("Against depth, at initialisation", "depth_scaling.png"))
