@@ -9,6 +9,7 @@ instruments that measure the difference.
 
 from residual_keras import diagnostics, models, plots
 from residual_keras.diagnostics import (
+    TrainingDynamics,
     activation_norms,
     calibrate_batchnorm,
     delete_blocks,
@@ -44,6 +45,7 @@ __all__ = [
     "ScalarBias",
     "ScalarScale",
     "TokenAndPositionEmbedding",
+    "TrainingDynamics",
     "TransformerBlock",
     "activation_norms",
     "calibrate_batchnorm",

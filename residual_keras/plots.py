@@ -24,7 +24,13 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown")
+# One palette for every figure: colour-blind safe (Okabe and Ito), shallow to deep.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+# One line style and marker per variant, in order of first appearance.
+VARIANT_STYLES = (
+    ("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"),
+    ((0, (3, 1, 1, 1)), "P"), ((0, (1, 1)), "X"), ((0, (5, 2, 1, 2)), "*"),
+)  # fmt: skip
 
 
 def _as_list(results):
@@ -56,7 +62,44 @@ def _labels(results, labels):
 
 
 def _color(index):
-    return _COLORS[index % len(_COLORS)]
+    return PALETTE[index % len(PALETTE)]
+
+
+def _split_label(label):
+    """("plain", 44) for "plain-44" or "plain-44-warmup100" (the tracks' model ids), else None."""
+    parts = str(label).split("-")
+    if len(parts) >= 3 and parts[-1].startswith("warmup"):
+        parts = parts[:-1]
+    if len(parts) >= 2 and parts[-1].isdigit():
+        return "-".join(parts[:-1]), int(parts[-1])
+    return None
+
+
+def series_styles(labels):
+    """The figures' one convention: colour = depth, line style and marker = variant.
+
+    Labels of the form "<variant>-<depth>" (optionally "-warmup<N>", which
+    then also sets a hollow marker for a warm-up) get the colour of their
+    depth (shallow to deep along `PALETTE`) and the line style and marker of
+    their variant; other labels get one colour each, solid lines.
+
+    Returns:
+        a list of dicts with `color`, `linestyle`, `marker` (and
+        `markerfacecolor` for warm-up runs), one per label, for `axes.plot`.
+    """
+    parsed = [_split_label(label) for label in labels]
+    if not labels or any(item is None for item in parsed):
+        return [{"color": _color(i), "linestyle": "-", "marker": "o"} for i in range(len(labels))]
+    depths = sorted({depth for _, depth in parsed})
+    variants = list(dict.fromkeys(variant for variant, _ in parsed))
+    styles = []
+    for label, (variant, depth) in zip(labels, parsed):
+        linestyle, marker = VARIANT_STYLES[variants.index(variant) % len(VARIANT_STYLES)]
+        style = {"color": PALETTE[depths.index(depth) % len(PALETTE)], "linestyle": linestyle, "marker": marker}
+        if str(label).split("-")[-1].startswith("warmup") and not str(label).endswith("warmup0"):
+            style["markerfacecolor"] = "white"
+        styles.append(style)
+    return styles
 
 
 def _figure(title, banner, figsize=(7.0, 4.5)):
@@ -76,6 +119,13 @@ def _finish(figure, path):
             os.makedirs(directory, exist_ok=True)
         figure.savefig(path, dpi=120)
     return figure
+
+
+def _number(value):
+    """A legend number: 3 significant digits, or "undefined" for NaN/None."""
+    if value is None or not np.isfinite(value):
+        return "undefined"
+    return f"{value:.3g}"
 
 
 def _positive(values):
@@ -110,7 +160,7 @@ def gradient_flow(
     figure, axes = _figure(
         title or f"Gradient flow back through the blocks: {what}", banner
     )
-    for index, (result, label) in enumerate(zip(results, labels)):
+    for style, result, label in zip(series_styles(labels), results, labels):
         norms = np.asarray(result["stream_grad_norms"], dtype="float64")
         if relative:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -119,10 +169,9 @@ def gradient_flow(
         axes.plot(
             np.arange(len(norms)),
             _positive(norms),
-            marker="o",
             markersize=3,
-            color=_color(index),
-            label=f"{label} (gain {result['gain']:.3g}, {mode} mode)",
+            **style,
+            label=f"{label} (gain {_number(result['gain'])}, {mode} mode)",
         )
     axes.set_yscale("log")
     axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")
@@ -163,12 +212,12 @@ def jacobian(
         banner,
     )
     max_depth = 1
-    for index, (result, label) in enumerate(zip(results, labels)):
-        color = _color(index)
+    for style, result, label in zip(series_styles(labels), results, labels):
+        color = style["color"]
         if result.get("cumulative") is not None:
             norms = np.asarray(result["cumulative"], dtype="float64")
             depths = np.arange(1, len(norms) + 1)
-            axes.plot(depths, _positive(norms.mean(axis=1)), color=color, label=label)
+            axes.plot(depths, _positive(norms.mean(axis=1)), markersize=2, **style, label=label)
             if norms.shape[1] > 1:
                 axes.fill_between(
                     depths,
@@ -221,51 +270,46 @@ def jacobian(
 
 
 def activation_growth(
-    results, labels=None, *, log_y=False, path=None, banner=None, title=None
+    results, labels=None, *, log_y=None, sqrt_reference=None, path=None, banner=None, title=None
 ):
-    """RMS of the residual stream against depth, with a sqrt(L) reference.
-
-    The reference is `sqrt(r_0^2 + k l)`, the growth of a stream that adds l
-    independent branches of equal size, fitted to the first result's
-    first and last points.
+    """RMS of the residual stream against depth.
 
     Args:
         results: one `diagnostics.activation_norms` result or a list of them.
         labels: one legend label per result. Default: the model names.
-        log_y: bool. Logarithmic y axis (for exponential growth). Default False.
+        log_y: bool or None. Logarithmic y axis; None (the default) chooses
+            one when the values span more than a factor 100.
+        sqrt_reference: optional index of the result to draw the reference
+            `sqrt(r_0^2 + k l)` for, fitted to its first and last points: the
+            growth of a stream that adds l independent branches of equal
+            size (the picture for residual BatchNorm branches within a
+            stage). Default None: no reference, since how a stream grows
+            depends on its blocks (exponentially for unnormalised He-init
+            residual branches).
         path, banner, title: as in `gradient_flow`.
 
     Returns:
-        matplotlib.figure.Figure with one line per result plus the reference.
+        matplotlib.figure.Figure with one line per result.
     """
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, axes = _figure(
         title or r"Growth of the residual stream: RMS of $x_\ell$", banner
     )
-    for index, (result, label) in enumerate(zip(results, labels)):
+    everything = []
+    for style, result, label in zip(series_styles(labels), results, labels):
         rms = np.asarray(result["rms"], dtype="float64").mean(axis=1)
-        axes.plot(
-            np.arange(len(rms)),
-            rms,
-            marker="o",
-            markersize=3,
-            color=_color(index),
-            label=label,
-        )
-    first = np.asarray(results[0]["rms"], dtype="float64").mean(axis=1)
-    depth = len(first) - 1
-    if depth >= 1:
-        slope = max((first[-1] ** 2 - first[0] ** 2) / depth, 0.0)
+        everything.extend(rms[rms > 0])
+        axes.plot(np.arange(len(rms)), rms, markersize=3, **style, label=label)
+    if sqrt_reference is not None:
+        first = np.asarray(results[sqrt_reference]["rms"], dtype="float64").mean(axis=1)
+        depth = len(first) - 1
+        slope = max((first[-1] ** 2 - first[0] ** 2) / max(depth, 1), 0.0)
         depths = np.linspace(0, depth, 200)
-        axes.plot(
-            depths,
-            np.sqrt(first[0] ** 2 + slope * depths),
-            color="gray",
-            linestyle="--",
-            linewidth=1,
-            label=rf"sqrt growth $\sqrt{{{first[0] ** 2:.3g} + {slope:.3g}\,\ell}}$",
-        )
+        axes.plot(depths, np.sqrt(first[0] ** 2 + slope * depths), color="gray", linestyle="--", linewidth=1,
+                  label=rf"$\sqrt{{{first[0] ** 2:.3g} + {slope:.3g}\,\ell}}$ (fitted to {labels[sqrt_reference]})")
+    if log_y is None:
+        log_y = bool(everything) and max(everything) > 100 * min(everything)
     if log_y:
         axes.set_yscale("log")
     axes.set_xlabel(
@@ -303,8 +347,8 @@ def lesion(results, labels=None, *, path=None, banner=None, title=None):
         banner,
         figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5),
     )
-    for index, (result, label) in enumerate(zip(results, labels)):
-        color = _color(index)
+    for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
+        color = style["color"]
         offset = (index - (len(results) - 1) / 2) * width
         positions = np.arange(len(result["names"])) + offset
         values = result["lesioned"]
@@ -367,9 +411,9 @@ def stream(results, labels=None, *, path=None, banner=None, title=None):
         title or r"Update sizes: $\|$sublayer output$\|$ / $\|$stream$\|$ per block",
         banner,
     )
-    for index, (result, label) in enumerate(zip(results, labels)):
+    for style, result, label in zip(series_styles(labels), results, labels):
         blocks = np.arange(1, len(result["names"]) + 1)
-        color = _color(index)
+        color = style["color"]
         axes.plot(
             blocks,
             np.asarray(result["attention"]).mean(axis=1),
@@ -477,10 +521,11 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
         banner, 2 if show_swaps else 1,
     )
     axis = axes[0]
-    for index, (result, label) in enumerate(zip(deletions, labels)):
-        color = _color(index)
+    styles = series_styles(labels)
+    for style, result, label in zip(styles, deletions, labels):
+        color = style["color"]
         ks = [0] + list(result["num_removed"])
-        axis.plot(ks, [result["intact"]] + list(result["mean"]), color=color, marker="o",
+        axis.plot(ks, [result["intact"]] + list(result["mean"]), **style,
                   label=f"{label} (of {len(result['candidates'])} blocks)")
         for k, values in zip(result["num_removed"], result["values"]):
             axis.scatter([k] * len(values), values, color=color, s=10, alpha=0.4)
@@ -492,10 +537,10 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
     axis.set_title("delete k blocks", fontsize="medium")
     if show_swaps:
         axis = axes[1]
-        for index, (swap, label) in enumerate(zip(swaps, labels)):
+        for style, swap, label in zip(styles, swaps, labels):
             if not swap or not swap["pairs"]:
                 continue
-            color = _color(index)
+            color = style["color"]
             positions = np.arange(1, len(swap["swapped"]) + 1)
             axis.plot(positions, swap["swapped"], color=color, marker="s", linestyle="none",
                       label=f"{label}: one adjacent pair swapped")
@@ -531,15 +576,14 @@ def path_gradients(results, labels=None, *, path=None, banner=None, title=None):
         title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2
     )
     width = 0.8 / len(results)
-    for index, (result, label) in enumerate(zip(results, labels)):
-        color = _color(index)
+    for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
+        color = style["color"]
         lengths = np.asarray(result["lengths"])
         left.bar(lengths + (index - (len(results) - 1) / 2) * width, result["path_fraction"],
                  width=width, color=color, alpha=0.3, label=f"{label}: share of paths")
-        left.plot(lengths, result["gradient_share"], color=color, marker="o", markersize=3,
+        left.plot(lengths, result["gradient_share"], markersize=3, **style,
                   label=f"{label}: share of the gradient")
-        right.plot(lengths, _positive(result["gradient_per_path"]), color=color, marker="o",
-                   markersize=3, label=label)
+        right.plot(lengths, _positive(result["gradient_per_path"]), markersize=3, **style, label=label)
     for axis in (left, right):
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.set_xlabel("path length k (branches passed)")
@@ -573,8 +617,8 @@ def depth_scaling(summary, *, path=None, banner=None, title=None):
         ("stream_growth", r"stream growth RMS($x_L$) / RMS($x_0$)"),
     )
     figure, axes = _panels(title or "At initialisation, against depth", banner, 3, panel_width=4.6)
-    markers = "osD^v<>ph*"
     for index, (variant, by_depth) in enumerate(summary.items()):
+        linestyle, marker = VARIANT_STYLES[index % len(VARIANT_STYLES)]
         depths = sorted(by_depth, key=int)
         for axis, (key, _) in zip(axes, keys):
             values = [by_depth[depth].get(key) for depth in depths]
@@ -583,7 +627,7 @@ def depth_scaling(summary, *, path=None, banner=None, title=None):
             if np.all(np.isnan(values)):
                 label += " (undefined: no gradient reaches the last block)" if key == "gradient_gain" else " (n/a)"
             axis.plot([int(d) for d in depths], _positive(values), color=_color(index),
-                      marker=markers[index % len(markers)], label=label)
+                      linestyle=linestyle, marker=marker, label=label)
     for axis, (_, label) in zip(axes, keys):
         axis.set_yscale("log")
         axis.axhline(1.0, color="gray", linewidth=1, linestyle=":")
@@ -612,12 +656,11 @@ def layer_gradients(results, labels=None, *, path=None, banner=None, title=None)
         title or r"Weight gradients per block: $\|\partial L / \partial W_\ell\|$ (input left, output right)",
         banner,
     )
-    for index, (result, label) in enumerate(zip(results, labels)):
+    for style, result, label in zip(series_styles(labels), results, labels):
         norms = np.asarray(result["block_weight_grad_norms"], dtype="float64")
         if not norms.size or not np.any(norms > 0):
             label += " (no gradient reaches the blocks)"
-        axes.plot(np.arange(1, len(norms) + 1), _positive(norms), color=_color(index),
-                  marker="o", markersize=3, label=label)
+        axes.plot(np.arange(1, len(norms) + 1), _positive(norms), markersize=3, **style, label=label)
     axes.set_yscale("log")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel(r"block $\ell$")
@@ -642,8 +685,8 @@ def logit_lens(results, labels=None, *, reference=None, path=None, banner=None, 
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, axes = _figure(title or "Logit lens: the stream at each depth, read out by the head", banner)
-    for index, (result, label) in enumerate(zip(results, labels)):
-        axes.plot(result["depths"], result["loss"], color=_color(index), marker="o", markersize=3, label=label)
+    for style, result, label in zip(series_styles(labels), results, labels):
+        axes.plot(result["depths"], result["loss"], markersize=3, **style, label=label)
     if reference is not None:
         axes.axhline(reference[0], color="gray", linestyle=":", linewidth=1.2, label=reference[1])
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -748,4 +791,54 @@ def jacobian_blocks(results, labels=None, *, path=None, banner=None, title=None)
         axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
         axis.set_title(label, fontsize="medium")
         axis.legend(fontsize="x-small")
+    return _finish(figure, path)
+
+
+def dynamics(results, labels=None, *, path=None, banner=None, title=None, epoch_label="epoch"):
+    """How the instruments change while training: one line per model, against the epoch.
+
+    Args:
+        results: one list of `TrainingDynamics.rows` per model (a list of
+            such lists), or one list of rows.
+        labels: one label per model.
+        path, banner, title: as in `gradient_flow`.
+        epoch_label: the x axis' name (e.g. "evaluation interval").
+
+    Returns:
+        matplotlib.figure.Figure with four panels: the gradient gain, the
+        blocks' mean update-to-weight ratio per epoch, the mean
+        branch-to-stream ratio, and the mean identity scalar (ReZero alpha,
+        zero gamma, Fixup scale) of the models that have one.
+    """
+    if results and isinstance(results[0], dict):
+        results = [results]
+    labels = [f"model {i + 1}" for i in range(len(results))] if labels is None else list(labels)
+    panels = (
+        ("gradient_gain", "gradient gain (input / output)", True),
+        ("update_ratio", r"update $\|\Delta W\| / \|W\|$ per epoch (mean of blocks)", True),
+        ("branch_ratio", r"branch / stream $\|f(x)\| / \|x\|$ (mean of blocks)", True),
+        ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),
+    )
+    figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars",
+                           banner, 4, panel_width=4.2)
+    for style, rows, label in zip(series_styles(labels), results, labels):
+        epochs = sorted({row["epoch"] for row in rows})
+        for axis, (key, _, _) in zip(axes, panels):
+            values = []
+            for epoch in epochs:
+                found = [row[key] for row in rows if row["epoch"] == epoch and row.get(key) is not None]
+                values.append(np.mean(found) if found else np.nan)
+            if np.all(np.isnan(values)):
+                continue
+            axis.plot(epochs, values, markersize=3, **style, label=label)
+    for axis, (_, name, log) in zip(axes, panels):
+        if log and any(line.get_ydata().size for line in axis.get_lines()):
+            axis.set_yscale("log")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(epoch_label)
+        axis.set_title(name, fontsize="small")
+        if axis.get_lines():
+            axis.legend(fontsize="x-small")
+        else:
+            axis.text(0.5, 0.5, "no model has one", ha="center", va="center", transform=axis.transAxes)
     return _finish(figure, path)

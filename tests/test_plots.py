@@ -77,15 +77,19 @@ def test_jacobian_with_cumulative_curves_and_references(tmp_path):
     assert saved_png(tmp_path / "j.png")
 
 
-def test_activation_growth_has_sqrt_reference(tmp_path):
+def test_activation_growth_draws_a_sqrt_reference_only_when_asked(tmp_path):
     rms = np.sqrt(1.0 + np.arange(11))[:, None] * np.ones((1, 3))
-    result = {"model": "random", "names": [f"b{i}" for i in range(10)], "rms": rms}
-    figure = plots.activation_growth(result, path=tmp_path / "a.png")
+    flat = {"model": "plain", "names": [f"b{i}" for i in range(10)], "rms": np.ones((11, 3))}
+    result = {"model": "residual", "names": [f"b{i}" for i in range(10)], "rms": rms}
+    assert len(data_lines(plots.activation_growth([flat, result]))) == 2  # no reference by default
+    figure = plots.activation_growth([flat, result], sqrt_reference=1, path=tmp_path / "a.png")
     lines = data_lines(figure)
-    assert len(lines) == 2  # the data and the sqrt reference
-    reference = lines[1]
-    assert "sqrt" in reference.get_label()
-    np.testing.assert_allclose(reference.get_ydata()[[0, -1]], [1.0, np.sqrt(11.0)])
+    assert len(lines) == 3  # the data and the sqrt reference fitted to the residual model
+    assert "fitted to residual" in lines[2].get_label()
+    np.testing.assert_allclose(lines[2].get_ydata()[[0, -1]], [1.0, np.sqrt(11.0)])
+    assert figure.axes[0].get_yscale() == "linear"
+    exploding = {"model": "nonorm", "names": ["b"] * 10, "rms": (2.0 ** np.arange(11))[:, None]}
+    assert plots.activation_growth(exploding).axes[0].get_yscale() == "log"  # spans 1000x
     assert saved_png(tmp_path / "a.png")
 
 

@@ -57,12 +57,13 @@ arrays) that `residual_keras.plots` draws and that `json`-friendly reports
 can store. None of them changes the model.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
-`paths`, `stream`, `scalar_chain`, `calibration`; `_blocks` finds the blocks.
+`paths`, `stream`, `scalar_chain`, `calibration`, `dynamics` (during training); `_blocks` finds the blocks.
 """
 
 from residual_keras.diagnostics._blocks import block_classes, find_blocks, residual_parts
 from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
+from residual_keras.diagnostics.dynamics import TrainingDynamics, identity_scalar, read_rows
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
 from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, lesion_sublayers, swap_blocks
@@ -72,17 +73,20 @@ from residual_keras.diagnostics.stream import logit_lens, stream_contributions, 
 
 __all__ = [
     "METRICS",
+    "TrainingDynamics",
     "activation_norms",
     "block_classes",
     "calibrate_batchnorm",
     "delete_blocks",
     "find_blocks",
     "gradient_norms",
+    "identity_scalar",
     "jacobian_norm",
     "lesion",
     "lesion_sublayers",
     "logit_lens",
     "path_gradients",
+    "read_rows",
     "residual_parts",
     "scalar_chain",
     "stream_contributions",

@@ -126,6 +126,30 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples):
     plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner)
 
 
+def plot_dynamics(directory, results, banner=None, epoch_label="epoch"):
+    """dynamics.png from every trained model's dynamics CSV; the figures drawn (title, file)."""
+    rows, labels = [], []
+    for entry in results["models"]:
+        found = diagnostics.read_rows(directory / "dynamics" / f"{entry['id']}.csv")
+        if found:
+            rows.append(found)
+            labels.append(entry["id"])
+    if not rows:
+        return []
+    plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label)
+    return [("While training: gradient, updates, branches, identity scalars", "dynamics.png")]
+
+
+def dynamics_cost_line(results):
+    """One sentence: what recording the dynamics cost, as a share of the training time."""
+    spent = sum(m.get("dynamics_seconds") or 0.0 for m in results["models"])
+    fitting = sum(m.get("fit_seconds") or 0.0 for m in results["models"])
+    if not fitting or not spent:
+        return ""
+    return (f"Recording the training dynamics took {spent:.0f} s of {fitting:.0f} s of training "
+            f"({100 * spent / fitting:.1f}%; the CSVs are in `dynamics/`).\n")
+
+
 def instrument_figures(out_dir=None):
     """(title, file) of the plots `at_initialisation` drew (in `out_dir`), for summary.md."""
     figures = [

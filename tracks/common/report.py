@@ -4,18 +4,24 @@ Figures are drawn with `matplotlib.figure.Figure` directly (no pyplot state),
 so reports render on machines without a display.
 """
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # reports are files; never open a window
-
-from matplotlib.figure import Figure  # noqa: E402
-
-# Depth -> colour, shallow to deep, readable on white and for colour-blind readers.
-DEPTH_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000"]
+from residual_keras.plots import PALETTE, VARIANT_STYLES
 
 
 def depth_colour(index):
-    return DEPTH_COLOURS[index % len(DEPTH_COLOURS)]
+    """The figures' convention (residual_keras.plots.series_styles): colour = depth."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def variant_style(index):
+    """(linestyle, marker) of the index-th variant, as in every other figure."""
+    return VARIANT_STYLES[index % len(VARIANT_STYLES)]
+
+
+def integer_ticks(axis):
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def new_figure(num_panels, *, panel_width=5.0, height=4.0):
@@ -29,7 +35,7 @@ def title_with_banner(title, banner):
 
 
 def save_figure(figure, path):
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=120)
     return path
 
 

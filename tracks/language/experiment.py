@@ -159,11 +159,13 @@ def train_one(config, spec, runtime, data, run, log):
         compile_model(model, config, spec, runtime)
     params = count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.steps} steps")
+    x, y = instrument_batch(config, data)
+    dynamics = diagnostics.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, train_ds, run=run, model_id=spec.id,
         epochs=config.steps // config.eval_interval, steps_per_epoch=config.eval_interval,
-        validation_data=curve_ds,
+        validation_data=curve_ds, extra_callbacks=[dynamics],
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]
@@ -176,6 +178,8 @@ def train_one(config, spec, runtime, data, run, log):
         "train_loss": None, "val_loss": None, "train_bpc": None, "val_bpc": None,
         "xla": xla_step_ran(model) if runtime.xla else False,
         "tokens_per_second": throughput(history, config.eval_interval * tokens_per_step),
+        "dynamics_seconds": dynamics.seconds,
+        "fit_seconds": outcome["seconds"],
         "sample": None,
     }
     if diverged is None and history:

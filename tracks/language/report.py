@@ -17,12 +17,14 @@ from tracks.common.report import (
     deepest_with,
     depth_colour,
     format_value,
+    integer_ticks,
     markdown_table,
     new_figure,
     save_figure,
     title_with_banner,
 )
 from tracks.common.findings import finding_lines
+from tracks.common.instruments import dynamics_cost_line, plot_dynamics
 from tracks.common.training import read_metrics_rows
 from tracks.language.experiment import grid
 from tracks.language.findings import language_findings
@@ -53,6 +55,7 @@ def plot_loss_curves(run, config, results, path, banner=None):
                 label=label,
             )
         axis.set_title(f"{variant}")
+        integer_ticks(axis)
         axis.set_xlabel("training step")
         axis.set_ylabel("validation loss (nats/char)")
         axis.grid(alpha=0.3)
@@ -112,8 +115,8 @@ def _deepest_trained(config, results, key):
 
 
 def plot_trained_instruments(config, results, directory, banner=None):
-    """logit_lens.png, lesion.png and block_deletion.png for the deepest depth; the figures drawn."""
-    figures = []
+    """dynamics.png; logit_lens.png, lesion.png and block_deletion.png for the deepest depth; the figures drawn."""
+    figures = plot_dynamics(directory, results, banner, epoch_label=f"evaluation interval ({config.eval_interval} steps)")
     depth, entries = _deepest_trained(config, results, "logit_lens")
     if not entries:
         return figures
@@ -178,6 +181,7 @@ def write_summary(run, config, results, figures, banner=None):
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
         INSTRUMENT_NOTES,
+        dynamics_cost_line(results),
     ]
     for title, name in figures:
         lines.append(f"## {title}\n\n![{title}]({name})\n")

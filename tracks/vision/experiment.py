@@ -139,10 +139,13 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         compile_model(model, config, spec, runtime, steps_per_epoch)
     params = count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {steps_per_epoch} steps")
+    indices = sample_indices(len(data.y_train), config.instrument_images, config.seed)
+    dynamics = diagnostics.TrainingDynamics(data.normalize(data.x_train[indices]), data.y_train[indices],
+                                            path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, train_ds, run=run, model_id=spec.id, epochs=config.epochs,
-        validation_data=curve_ds,
+        validation_data=curve_ds, extra_callbacks=[dynamics],
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]
@@ -160,6 +163,8 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         "test_error": None,
         "xla": xla_step_ran(model) if runtime.xla else False,
         "images_per_second": throughput(history, steps_per_epoch * config.batch_size),
+        "dynamics_seconds": dynamics.seconds,
+        "fit_seconds": outcome["seconds"],
     }
     if diverged is None and history:
         last = history[-1]

@@ -17,12 +17,14 @@ from tracks.common.report import (
     deepest_with,
     depth_colour,
     format_value,
+    integer_ticks,
     markdown_table,
     new_figure,
     save_figure,
     title_with_banner,
 )
 from tracks.common.findings import finding_lines
+from tracks.common.instruments import dynamics_cost_line, plot_dynamics
 from tracks.common.training import read_metrics_rows
 from tracks.vision.findings import vision_findings
 
@@ -48,6 +50,7 @@ def plot_training_curves(run, config, results, path, banner=None):
                 axis.plot(epochs, [100 * (1 - row.get("val_accuracy", float("nan"))) for row in rows],
                           color=colour, linewidth=0.9, linestyle="--")
         axis.set_title(f"{variant} networks")
+        integer_ticks(axis)
         axis.set_xlabel("epoch")
         axis.set_ylabel("error (%)")
         axis.grid(alpha=0.3)
@@ -60,25 +63,42 @@ def plot_training_curves(run, config, results, path, banner=None):
     return save_figure(figure, path)
 
 
+def error_percent(study):
+    """A lesion-type result with its accuracies turned into test error in % (the curves' unit)."""
+    def convert(value):
+        return None if value is None else 100.0 * (1.0 - value)
+
+    converted = dict(study, metric="test error (%)")
+    for key in ("intact",):
+        converted[key] = convert(study[key])
+    for key in ("lesioned", "swapped", "mean"):
+        if key in study:
+            converted[key] = [convert(value) for value in study[key]]
+    if "values" in study:
+        converted["values"] = [[convert(value) for value in row] for row in study["values"]]
+    return converted
+
+
 def plot_lesions(config, results, path, banner=None):
     """lesion.png for the deepest depth's trained models; False when there is none."""
     depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
-    plots.lesion([m["lesion"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,
-                 title=f"Trained depth-{depth} networks: test accuracy with one block removed")
+    plots.lesion([error_percent(m["lesion"]) for m in entries], [m["id"] for m in entries], path=path,
+                 banner=banner, title=f"Trained depth-{depth} networks: test error with one block removed")
     return True
 
 
 def plot_ensemble(config, results, directory, banner=None):
-    """block_deletion.png and paths.png (Veit et al.) for the deepest depth; the figures drawn."""
+    """dynamics.png, and block_deletion.png and paths.png (Veit et al.) for the deepest depth; the figures drawn."""
+    figures = plot_dynamics(directory, results, banner)
     depth, entries = deepest_with(config, results, "ensemble")
-    figures = []
     if entries:
         plots.block_deletion(
-            [m["ensemble"]["deletion"] for m in entries], [m["ensemble"]["swaps"] for m in entries],
+            [error_percent(m["ensemble"]["deletion"]) for m in entries],
+            [error_percent(m["ensemble"]["swaps"]) for m in entries],
             [m["id"] for m in entries], path=directory / "block_deletion.png", banner=banner,
-            title=f"Trained depth-{depth} networks: test accuracy with blocks removed or swapped",
+            title=f"Trained depth-{depth} networks: test error with blocks removed or swapped",
         )
         figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
     with_paths = [m for m in entries if "paths" in m["ensemble"]]
@@ -153,6 +173,7 @@ def write_summary(run, config, results, figures, banner=None):
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
         INSTRUMENT_NOTES,
+        dynamics_cost_line(results),
         "## Lesion study (test accuracy)\n",
         "\n".join(lesion_lines(results)) + "\n",
     ]

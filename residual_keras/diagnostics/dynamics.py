@@ -1,0 +1,175 @@
+"""The instruments while a network trains: a Keras callback (`TrainingDynamics`).
+
+At the start of training and after every epoch it records, on one fixed
+batch and in inference mode (so that nothing of the model changes):
+
+- `gradient_gain`: ||dLoss/dx_0|| / ||dLoss/dx_L|| (`gradient_norms`);
+- per block, `update_ratio`: ||W_l(now) - W_l(before the epoch)|| /
+  ||W_l(before)|| over all of the block's trainable weights: how fast each
+  block moves;
+- per block, `branch_ratio`: what the block's branch adds relative to the
+  stream it is added to, ||f_l(x)|| / ||shortcut(x)|| for residual conv
+  blocks, the mean of the attention and feed-forward ratios of
+  `stream_contributions` for Transformer blocks (None for plain blocks);
+- per block, `identity_scalar`: the number that makes an identity-initialised
+  block start as the identity and lets it leave it: ReZero's alpha, the mean
+  |gamma| of a zero-gamma block's last BatchNorm, Fixup's scale, the norm of
+  a zero-initialised pre-activation block's last kernel (None otherwise).
+
+Rows are kept in `rows` (dicts, one per block and record) and, with `path`,
+written to a CSV file after every record; a resumed fit drops the rows of
+epochs it will train again, so the file never holds an epoch twice.
+"""
+
+import csv
+import math
+import pathlib
+
+import keras
+import numpy as np
+
+from residual_keras.diagnostics._blocks import find_blocks, residual_parts
+from residual_keras.diagnostics._tensors import _to_numpy
+from residual_keras.diagnostics.gradients import gradient_norms
+from residual_keras.diagnostics.stream import stream_contributions
+from residual_keras.fixup import FixupBasicBlock
+from residual_keras.preact_blocks import PreActBasicBlock
+from residual_keras.resnet_blocks import _ConvBlock
+from residual_keras.transformer import TransformerBlock
+
+FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight_grad_norm",
+          "update_ratio", "branch_ratio", "identity_scalar")
+
+
+def identity_scalar(block):
+    """The scalar that starts an identity-initialised block at the identity, or None."""
+    if isinstance(block, TransformerBlock) and block.rezero_alpha is not None:
+        return float(_to_numpy(block.rezero_alpha))
+    if isinstance(block, _ConvBlock) and block.zero_gamma:
+        last = block.norm3 if hasattr(block, "norm3") else block.norm2
+        return float(np.mean(np.abs(_to_numpy(last.gamma))))
+    if isinstance(block, FixupBasicBlock):
+        return float(_to_numpy(block.scale.value))
+    if isinstance(block, PreActBasicBlock) and block.zero_init_last:
+        return float(np.linalg.norm(_to_numpy(block.conv2.kernel)))
+    return None
+
+
+def _norm(arrays):
+    return math.sqrt(sum(float(np.sum(np.square(array, dtype="float64"))) for array in arrays))
+
+
+class TrainingDynamics(keras.callbacks.Callback):
+    """Records gradient flow, update sizes, branch sizes and identity scalars during `fit`.
+
+    Args:
+        x: a fixed batch of model inputs.
+        y: its targets (labels, next tokens), or None for random labels.
+        path: optional CSV file the rows are written to after every record.
+        every: int. Record every `every` epochs (and at the start). Default 1.
+
+    Example:
+        >>> dynamics = TrainingDynamics(x_batch, y_batch)
+        >>> model.fit(dataset, epochs=10, callbacks=[dynamics])  # doctest: +SKIP
+        >>> dynamics.rows[0]["gradient_gain"]  # doctest: +SKIP
+    """
+
+    def __init__(self, x, y=None, *, path=None, every=1):
+        super().__init__()
+        self.x, self.y = x, y
+        self.path = None if path is None else pathlib.Path(path)
+        self.every = int(every)
+        self.rows = []
+        self._before = None
+        self.seconds = 0.0
+
+    def _blocks(self):
+        return find_blocks(self.model)
+
+    def _snapshot(self):
+        return [[_to_numpy(w).copy() for w in block.trainable_weights] for block in self._blocks()]
+
+    def _branch_ratios(self, blocks):
+        ratios = [None] * len(blocks)
+        if all(isinstance(block, TransformerBlock) for block in blocks):
+            result = stream_contributions(self.model, self.x)
+            means = (np.asarray(result["attention"]) + np.asarray(result["feedforward"])) / 2
+            return [float(value) for value in means.mean(axis=1)]
+        stream = self.x
+        # The stream entering each block, from one inference-mode pass.
+        probe = keras.Model(self.model.inputs, [block.input for block in blocks])
+        inputs = probe(stream, training=False)
+        inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        for index, (block, at) in enumerate(zip(blocks, inputs)):
+            parts = residual_parts(block)
+            if parts is not None:
+                branch, shortcut, _ = parts
+                base = np.linalg.norm(_to_numpy(shortcut(at)).ravel())
+                ratios[index] = float(np.linalg.norm(_to_numpy(branch(at)).ravel()) / max(base, 1e-30))
+        return ratios
+
+    def _record(self, epoch):
+        import time
+
+        start = time.perf_counter()
+        blocks = self._blocks()
+        flow = gradient_norms(self.model, self.x, self.y, training=False)
+        after = self._snapshot()
+        updates = [None] * len(blocks)
+        if self._before is not None:
+            updates = [_norm([a - b for a, b in zip(now, then)]) / max(_norm(then), 1e-30)
+                       for now, then in zip(after, self._before)]
+        self._before = after
+        branch = self._branch_ratios(blocks)
+        for index, block in enumerate(blocks):
+            self.rows.append({
+                "epoch": epoch, "block": index + 1, "name": block.name,
+                "gradient_gain": flow["gain"],
+                "stream_grad_norm": float(flow["stream_grad_norms"][index]),
+                "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
+                "update_ratio": updates[index], "branch_ratio": branch[index],
+                "identity_scalar": identity_scalar(block),
+            })
+        self._write()
+        self.seconds += time.perf_counter() - start
+
+    def _write(self):
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".csv.tmp")
+        with temporary.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows({key: ("" if value is None else value) for key, value in row.items()}
+                             for row in self.rows)
+        temporary.replace(self.path)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._before is None:  # the first epoch of this fit, fresh or resumed
+            previous = [] if self.path is None else read_rows(self.path)
+            self.rows = [row for row in previous if row["epoch"] < epoch + 1]
+            if not self.rows:
+                self._record(0)  # epoch 0 = before any training
+            else:
+                self._before = self._snapshot()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every == 0:
+            self._record(epoch + 1)
+
+
+def read_rows(path):
+    """The rows a `TrainingDynamics` wrote to `path` (numbers as floats, None where empty)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    parsed = []
+    for row in rows:
+        entry = {"name": row["name"], "epoch": int(row["epoch"]), "block": int(row["block"])}
+        for key in FIELDS[3:]:
+            entry[key] = None if row[key] == "" else float(row[key])
+        parsed.append(entry)
+    return parsed
