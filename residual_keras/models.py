@@ -222,6 +222,7 @@ def transformer_lm(
     residual=True,
     dropout=0.0,
     init="gpt2",
+    layer_norm_epsilon=1e-5,
     name=None,
 ):
     """A decoder-only (GPT-style) language model of `TransformerBlock`s.
@@ -273,6 +274,9 @@ def transformer_lm(
             Default 0.
         init: "gpt2" (N(0, 0.02), stream-writing projections
             N(0, 0.02 / sqrt(2L))) or "xavier" (Vaswani et al.). Default "gpt2".
+        layer_norm_epsilon: float > 0. The epsilon of every LayerNorm,
+            `LN(x) = (x - mean) / sqrt(var + eps)`: a stream whose variance
+            falls far below eps is no longer rescaled. Default 1e-5.
         name: optional model name; default e.g. "transformer_lm_pre",
             "plain_lm_post" or "rezero_lm".
 
@@ -297,6 +301,8 @@ def transformer_lm(
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
     check_choice("init", init, INITS)
+    if not layer_norm_epsilon > 0:
+        raise ValueError(f"layer_norm_epsilon must be > 0, got {layer_norm_epsilon!r}.")
 
     def normal(stddev):
         return keras.initializers.RandomNormal(stddev=stddev)
@@ -324,12 +330,13 @@ def transformer_lm(
             norm_position=norm_position,
             residual=residual,
             dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon,
             kernel_initializer=kernel_init,
             output_kernel_initializer=output_init,
             name=f"block{index + 1}",
         )(x)
     if norm_position == "pre" and residual != "rezero":
-        x = layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+        x = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(x)
     logits = layers.Dense(
         vocab_size,
         kernel_initializer=kernel_init,

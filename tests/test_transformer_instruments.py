@@ -82,3 +82,24 @@ def test_post_ln_weight_gradients_are_larger_than_pre_ln_at_every_layer():
         return norms
 
     assert np.all(block_norms("post") > 1.5 * block_norms("pre"))
+
+
+def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
+    """The language track's collapse demo (docs/lab_language.md): GPT-2 init, width 16.
+
+    Every plain sublayer shrinks the stream; once its variance is far below LayerNorm's
+    epsilon (1e-5), LayerNorm no longer rescales it, each layer multiplies by a constant
+    below 1, and the gradient's gain falls exponentially with depth: a product of Jacobians.
+    With a tiny epsilon LayerNorm keeps rescaling and the collapse is gone.
+    """
+    def gain(depth, epsilon):
+        keras.utils.set_random_seed(0)
+        model = transformer_lm(20, 16, depth, embed_dim=16, num_heads=2, residual=False,
+                               layer_norm_epsilon=epsilon)
+        return gradient_norms(model, X, Y)["gain"]
+
+    assert gain(6, 1e-5) < 1e-3 and gain(12, 1e-5) < 1e-3 * gain(6, 1e-5)
+    assert gain(12, 1e-12) > 0.1 * gain(6, 1e-12) > 0
+    keras.utils.set_random_seed(0)
+    residual = transformer_lm(20, 16, 12, embed_dim=16, num_heads=2)
+    assert 0.5 < gradient_norms(residual, X, Y)["gain"] < 2.0  # the Pre-LN twin keeps its gradient

@@ -49,7 +49,7 @@ def build_model(config, spec, vocab_size):
     return transformer_lm(
         vocab_size, config.sequence_length, spec.depth,
         embed_dim=config.embed_dim, num_heads=config.num_heads, dropout=config.dropout,
-        init=config.init, name=spec.id.replace("-", "_"), **VARIANT_KWARGS[spec.variant],
+        init=config.init, layer_norm_epsilon=config.layer_norm_epsilon, name=spec.id.replace("-", "_"), **VARIANT_KWARGS[spec.variant],
     )
 
 

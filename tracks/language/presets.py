@@ -54,6 +54,9 @@ class LanguageConfig(RuntimeOptions):
     beta2: float = dataclasses.field(default=0.99, metadata={"help": "AdamW beta2"})
     grad_clip: float = dataclasses.field(default=1.0, metadata={"help": "global gradient-norm clipping (0 = off)"})
     dropout: float = dataclasses.field(default=0.0, metadata={"help": "dropout rate"})
+    layer_norm_epsilon: float = dataclasses.field(
+        default=1e-5, metadata={"help": "epsilon of every LayerNorm (a stream far below sqrt(eps) is no longer rescaled)"}
+    )
     init: str = dataclasses.field(
         default="gpt2",
         metadata={"help": "gpt2: N(0, 0.02), stream-writing projections /sqrt(2L) (nanoGPT); "
@@ -104,6 +107,8 @@ class LanguageConfig(RuntimeOptions):
             raise ValueError("need --learning-rate > 0 and 0 <= --min-learning-rate <= --learning-rate")
         if not self.prompt:
             raise ValueError("--prompt must not be empty")
+        if not self.layer_norm_epsilon > 0:
+            raise ValueError(f"--layer-norm-epsilon must be > 0, got {self.layer_norm_epsilon}")
 
 
 PRESETS = {
