@@ -81,7 +81,8 @@ def series_styles(labels):
     Labels of the form "<variant>-<depth>" (optionally "-warmup<N>", which
     then also sets a hollow marker for a warm-up) get the colour of their
     depth (shallow to deep along `PALETTE`) and the line style and marker of
-    their variant; other labels get one colour each, solid lines.
+    their variant; when all share one depth, the colour follows the variant
+    too. Other labels get one colour each, solid lines.
 
     Returns:
         a list of dicts with `color`, `linestyle`, `marker` (and
@@ -95,7 +96,9 @@ def series_styles(labels):
     styles = []
     for label, (variant, depth) in zip(labels, parsed):
         linestyle, marker = VARIANT_STYLES[variants.index(variant) % len(VARIANT_STYLES)]
-        style = {"color": PALETTE[depths.index(depth) % len(PALETTE)], "linestyle": linestyle, "marker": marker}
+        # One depth only (e.g. the deepest model of each variant): colour by variant too.
+        colour = PALETTE[(depths.index(depth) if len(depths) > 1 else variants.index(variant)) % len(PALETTE)]
+        style = {"color": colour, "linestyle": linestyle, "marker": marker}
         if str(label).split("-")[-1].startswith("warmup") and not str(label).endswith("warmup0"):
             style["markerfacecolor"] = "white"
         styles.append(style)
@@ -216,7 +219,7 @@ def jacobian(
         color = style["color"]
         if result.get("cumulative") is not None:
             norms = np.asarray(result["cumulative"], dtype="float64")
-            depths = np.arange(1, len(norms) + 1)
+            depths = np.asarray(result.get("cumulative_depths") or np.arange(1, len(norms) + 1))
             axes.plot(depths, _positive(norms.mean(axis=1)), markersize=2, **style, label=label)
             if norms.shape[1] > 1:
                 axes.fill_between(
@@ -227,7 +230,7 @@ def jacobian(
                     alpha=0.2,
                     linewidth=0,
                 )
-            max_depth = max(max_depth, len(norms))
+            max_depth = max(max_depth, int(depths[-1]))
         else:
             total = np.asarray(result["total"], dtype="float64")
             depth = len(result["names"])
@@ -769,11 +772,12 @@ def jacobian_blocks(results, labels=None, *, path=None, banner=None, title=None)
         per_block = np.asarray(result["per_block"], dtype="float64").mean(axis=1)
         cumulative = np.asarray(result["cumulative"], dtype="float64").mean(axis=1)
         depths = np.arange(1, len(per_block) + 1)
+        cumulative_depths = result.get("cumulative_depths") or depths
         axis.plot(depths, _positive(per_block), linestyle="none", marker="o", markersize=4,
                   color="tab:gray", label=r"$\|J_\ell\|$ (one block)")
         axis.plot(depths, _positive(np.cumprod(per_block)), linestyle="--", color="tab:red",
                   label=r"$\prod_{i \leq \ell} \|J_i\|$")
-        axis.plot(depths, _positive(cumulative), color="tab:blue", linewidth=2,
+        axis.plot(cumulative_depths, _positive(cumulative), color="tab:blue", linewidth=2,
                   label=r"$\|\partial x_\ell / \partial x_0\|$")
         branches = result.get("per_branch")
         if branches and all(branch is not None for branch in branches):

@@ -152,3 +152,13 @@ def test_diverged_models_are_named_with_when():
     vision_results = _vision({("fixup", 44): None}, extra={("fixup", 44): {"diverged": True, "diverged_epoch": 2}})
     assert "fixup-44 (epoch 3)" in vision.vision_findings(vision_results, ("fixup",))[0].text
     assert vision.vision_findings(_vision({("plain", 8): 0.4}), ("plain",))[0] is None
+
+
+def test_depth_scaling_fits_a_per_layer_factor():
+    from tracks.common.findings import depth_scaling
+
+    init = {"plain-nonorm-20": {"gradient_gain": 0.5}, "plain-nonorm-110": {"gradient_gain": 0.5 * 0.9**90},
+            "fixup-20": {"gradient_gain": None}, "fixup-110": {"gradient_gain": None}, "lone-20": {"gradient_gain": 2.0}}
+    found = depth_scaling(init)
+    assert found.holds is None and "x0.9 per layer" in found.text and "fixup" not in found.text and "lone" not in found.text
+    assert depth_scaling({"plain-20": {"gradient_gain": 1.0}}) is None

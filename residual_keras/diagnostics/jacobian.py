@@ -142,9 +142,10 @@ def jacobian_norm(
             branch Jacobian `||d f_l / d x||` at its input (None for blocks
             without a branch/shortcut pair, see `residual_parts`; models only).
             Default False.
-        cumulative: bool. Also compute `||d x_l / d x_0||` for every l = 1..L
-            (for plotting norm vs depth; costs O(L^2) block evaluations, each
-            depth warm-started from the previous one's singular vector).
+        cumulative: bool or int. Also compute `||d x_l / d x_0||` for every
+            l = 1..L (True), or for every k-th l and l = L (an int k), for
+            plotting norm vs depth; costs O(L^2 / k) block evaluations, each
+            depth warm-started from the previous one's singular vector.
             Default False.
         blocks: optional list of layer names (or layers) to use as blocks of
             a model.
@@ -157,7 +158,8 @@ def jacobian_norm(
         dict with `model` (str or None), `names` (L block names), `total`
         (float64 array (B,): ||d x_L / d x_0|| per example), `per_block`
         ((L, B) array or None), `per_branch` (list of L (B,) arrays or
-        None entries, or None), `cumulative` ((L, B) array, row l-1 =
+        None entries, or None), `cumulative_depths` (the l of each row of
+        `cumulative`, or None), `cumulative` ((L, B) array, row l-1 =
         ||d x_l / d x_0||, or None), `iterations` (the most power
         iterations any estimate used) and `converged` (bool: all estimates
         met `tolerance`).
@@ -212,14 +214,17 @@ def jacobian_norm(
         return sigma, v
 
     result = {"model": model_name, "names": names}
-    result.update(per_block=None, cumulative=None)
+    result.update(per_block=None, cumulative=None, cumulative_depths=None)
     if cumulative:
+        stride = 1 if cumulative is True else check_positive_int("cumulative", cumulative)
+        depths = sorted(set(range(stride, len(steps) + 1, stride)) | {len(steps)})
         rows = []
         v = start_vector(x0)
-        for depth in range(1, len(steps) + 1):
+        for depth in depths:
             sigma, v = estimate(_compose(steps[:depth]), x0, v)
             rows.append(sigma)
         result["cumulative"] = np.stack(rows)
+        result["cumulative_depths"] = depths
         result["total"] = result["cumulative"][-1].copy()
     else:
         result["total"], _ = estimate(_compose(steps), x0, start_vector(x0))

@@ -71,3 +71,30 @@ def diverged_models(results, when="diverged_epoch", unit="epoch"):
         f"{m['id']} ({unit} {m[when] + 1 if unit == 'epoch' else m[when]})" for m in diverged)
     return Finding("Diverged", None, f"the loss of {listed} became NaN or infinite; "
                    "these models have no final error and are left out of the other findings.")
+
+
+def depth_scaling(initialisation, key="gradient_gain", what="gradient gain"):
+    """A measurement-only finding: how one instrument's number at initialisation changes with depth.
+
+    For each variant measured at two or more depths: the values, and the
+    per-layer factor of a geometric fit, `(value_deep / value_shallow) ^ (1 / (deep - shallow))`.
+    """
+    by_variant = {}
+    for label, values in initialisation.items():
+        variant, _, depth = label.rpartition("-")
+        value = values.get(key)
+        if depth.isdigit() and value is not None and value > 0 and math.isfinite(value):
+            by_variant.setdefault(variant, {})[int(depth)] = value
+    sentences = []
+    for variant, values in by_variant.items():
+        if len(values) < 2:
+            continue
+        depths = sorted(values)
+        listed = " -> ".join(scientific(values[d]) for d in depths)
+        shallow, deep = depths[0], depths[-1]
+        factor = (values[deep] / values[shallow]) ** (1 / (deep - shallow))
+        sentences.append(f"{variant} {listed} at {'/'.join(map(str, depths))} layers "
+                         f"(x{factor:.3g} per layer)")
+    if not sentences:
+        return None
+    return Finding(f"{what[0].upper()}{what[1:]} against depth", None, "; ".join(sentences) + ".")

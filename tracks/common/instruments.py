@@ -76,9 +76,11 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     references = []
     for label, variant, _, model in deepest.values():
         diagnostics.calibrate_batchnorm(model, x)
+        num_blocks = len(diagnostics.find_blocks(model))
         result = diagnostics.jacobian_norm(
             model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=True,
-            per_branch=True, cumulative=True, use_tf_function=False,  # eager: no retracing per depth
+            per_branch=True, cumulative=max(1, num_blocks // 18),  # at most ~20 depths: O(L^2 / k)
+            use_tf_function=False,  # eager: no retracing for every depth
         )
         jacobians.append(result)
         jacobian_labels.append(label)
@@ -207,9 +209,17 @@ def write_diagnose_summary(run, title, summary, banner=None):
     """summary.md of a `diagnose` run: the table and the three plots."""
     from tracks.common.report import banner_markdown
 
+    from tracks.common.findings import depth_scaling, finding_lines
+
+    scaling = [depth_scaling(summary, key, what) for key, what in (
+        ("gradient_gain", "gradient gain"), ("jacobian_norm", "||d x_L / d x_0||"),
+        ("stream_growth", "stream growth RMS(x_L) / RMS(x_0)"))]
     lines = [f"# {title}\n", banner_markdown(banner),
              "Every model at initialisation, no training.\n",
-             initialisation_table(summary) + "\n", "## How to read the plots\n", INSTRUMENT_NOTES]
+             initialisation_table(summary) + "\n"]
+    if any(scaling):
+        lines += ["## What it shows, against depth\n", "\n".join(finding_lines(scaling)) + "\n"]
+    lines += ["## How to read the plots\n", INSTRUMENT_NOTES]
     for figure_title, name in instrument_figures(run.path):
         lines.append(f"## {figure_title}\n\n![{figure_title}]({name})\n")
     (run.path / "summary.md").write_text("\n".join(lines))

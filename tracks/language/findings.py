@@ -15,7 +15,7 @@ Thresholds, stated once (losses in nats per character):
 
 import numpy as np
 
-from tracks.common.findings import Finding, diverged_models, scientific
+from tracks.common.findings import Finding, depth_scaling, diverged_models, scientific
 
 PLAIN_FAILS = 0.5
 NEEDS_WARMUP = 0.1
@@ -210,5 +210,6 @@ def language_findings(results, variants):
         if variant in variants:
             found.append(needs_warmup(results, variant) if variant == "post" else
                          trains_without_warmup(results, variant))
-    found += [xiong_gradients(results), stream_is_a_sum(results), logit_lens_depth(results), block_lesions(results)]
+    found += [xiong_gradients(results), stream_is_a_sum(results), logit_lens_depth(results), block_lesions(results),
+              depth_scaling(results.get("initialisation", {}))]
     return found

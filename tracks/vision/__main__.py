@@ -7,7 +7,7 @@ worse (the degradation problem), deeper residual networks train better.
     python -m tracks.vision --preset fast         # GPU: 20/56/110, ~15 min
     python -m tracks.vision --depths 20,56 --variants plain,residual,fixup
     python -m tracks.vision --resume runs/vision-20261130-101500
-    python -m tracks.vision diagnose              # instruments at initialisation, no training
+    python -m tracks.vision diagnose              # unnormalised nets at 20/56/110 layers, at initialisation
     python -m tracks.vision prefetch              # download CIFAR-10 for offline runs
 """
 
@@ -32,6 +32,7 @@ from tracks.vision.presets import PRESETS, VisionConfig
 
 TRACK = "vision"
 DEFAULT_PRESET = "quick"
+DIAGNOSE_PRESET = "mechanism"  # `diagnose --preset quick` measures the quick grid instead
 
 # Measured training throughput of ResNet-20 (width 16), images/s, for the
 # estimate printed before training; other models scale with depth x width^2.
@@ -158,7 +159,7 @@ def main(argv=None):
     if argv[:1] == ["prefetch"]:
         return prefetch_command("python -m tracks.vision", "cifar10", argv[1:])
     if argv[:1] == ["diagnose"]:
-        return diagnose_command("python -m tracks.vision", TRACK, VisionConfig, PRESETS, DEFAULT_PRESET,
+        return diagnose_command("python -m tracks.vision", TRACK, VisionConfig, PRESETS, DIAGNOSE_PRESET,
                                 argv[1:], load_data=load_data, initial_instruments=initial_instruments,
                                 title="Vision networks at initialisation")
     args = parser.parse_args(argv)

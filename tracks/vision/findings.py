@@ -16,7 +16,7 @@ Thresholds, stated once:
 
 import numpy as np
 
-from tracks.common.findings import Finding, diverged_models, entries_by, percent, scientific
+from tracks.common.findings import Finding, depth_scaling, diverged_models, entries_by, percent, scientific
 
 DEGRADATION_POINTS = 0.05
 KEEPS_SHARE = 0.8
@@ -210,4 +210,5 @@ def vision_findings(results, variants):
             found += [shortcut_benefit(results, variant), gradient_at_initialisation(results, variant),
                       deletion_contrast(results, variant)]
         found += [one_block_barely_matters(results, variant), short_paths(results, variant)]
+    found.append(depth_scaling(results.get("initialisation", {})))
     return found

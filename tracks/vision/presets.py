@@ -136,6 +136,13 @@ PRESETS = {
         preset="fast", depths=(20, 56, 110), epochs=30, learning_rate=0.1, schedule="cosine",
         warmup_steps=400, warmup_from_depth=110,
     ),
+    # The default of `diagnose`: the course's mechanism without normalisation, at
+    # initialisation. A plain stack's gain moves exponentially with depth, an
+    # unnormalised residual stream grows, branches that start at 0 keep exactly 1.
+    "mechanism": VisionConfig(
+        preset="mechanism", depths=(20, 56, 110),
+        variants=("plain-nonorm", "residual-nonorm", "fixup", "preact-zero-nonorm"),
+    ),
     # He et al. 2015 exactly: 64k iterations (182 epochs of 45k), /10 at 50% and 75%.
     "paper": VisionConfig(
         preset="paper", depths=(20, 32, 44, 56, 110), epochs=182, validation_size=5000,
