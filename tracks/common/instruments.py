@@ -79,7 +79,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
         num_blocks = len(diagnostics.find_blocks(model))
         result = diagnostics.jacobian_norm(
             model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=True,
-            per_branch=True, cumulative=max(1, num_blocks // 18),  # at most ~20 depths: O(L^2 / k)
+            per_branch=True, cumulative=max(1, num_blocks // 10),  # about 10 depths: O(L^2 / k)
             use_tf_function=False,  # eager: no retracing for every depth
         )
         jacobians.append(result)
