@@ -4,6 +4,8 @@ Figures are drawn with `matplotlib.figure.Figure` directly (no pyplot state),
 so reports render on machines without a display.
 """
 
+import pathlib
+
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -28,6 +30,21 @@ def new_figure(num_panels, *, panel_width=5.0, height=4.0):
     figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
     axes = figure.subplots(1, num_panels, squeeze=False)[0]
     return figure, axes
+
+
+KNOWN_DATASETS = {"cifar10": "CIFAR-10", "synthetic": "synthetic images",
+                  "tiny_shakespeare": "Tiny Shakespeare", "pydoc": "Python's documentation"}
+
+
+def dataset_title(name):
+    """A data source as a reader names it, without local paths: "CIFAR-10", "cifar10-jpeg (image folder)"."""
+    if name in KNOWN_DATASETS:
+        return KNOWN_DATASETS[name]
+    kind, _, path = str(name).partition(":")
+    if path:
+        label = {"folder": "image folder", "text": "text file"}.get(kind, kind)
+        return f"{pathlib.PurePath(path).name} ({label})"
+    return str(name)
 
 
 def title_with_banner(title, banner):

@@ -14,6 +14,7 @@ from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
 from tracks.common.report import (
     banner_markdown,
+    dataset_title,
     deepest_with,
     depth_colour,
     format_value,
@@ -66,7 +67,7 @@ def plot_loss_curves(run, config, results, path, banner=None):
     for axis in axes:
         axis.set_ylim(bottom, top)
     figure.suptitle(title_with_banner(
-        f"Character Transformers on {results.get('dataset', config.data)}: validation loss", banner))
+        f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss", banner))
     return save_figure(figure, path)
 
 

@@ -14,6 +14,7 @@ from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
 from tracks.common.report import (
     banner_markdown,
+    dataset_title,
     deepest_with,
     depth_colour,
     format_value,
@@ -59,7 +60,7 @@ def plot_training_curves(run, config, results, path, banner=None):
     for axis in axes:
         axis.set_ylim(0, top)
     figure.suptitle(title_with_banner(
-        f"CIFAR-style training on {results.get('dataset', config.data)} (cf. He et al. 2015, Fig. 6)", banner))
+        f"CIFAR-style training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)", banner))
     return save_figure(figure, path)
 
 

@@ -1,0 +1,28 @@
+"""Pieces of the reports: data set names without local paths, one unit in the vision lesion plots."""
+
+import pytest
+
+from tracks.common.report import dataset_title
+from tracks.vision.report import error_percent
+
+
+@pytest.mark.parametrize("name, title", [
+    ("cifar10", "CIFAR-10"),
+    ("synthetic", "synthetic images"),
+    ("folder:/home/student/data/cifar10-jpeg", "cifar10-jpeg (image folder)"),
+    ("text:/home/student/input.txt", "input.txt (text file)"),
+    ("tiny_shakespeare", "Tiny Shakespeare"),
+])
+def test_dataset_titles_name_the_data_not_the_machine(name, title):
+    assert dataset_title(name) == title
+    assert "/home" not in dataset_title(name)
+
+
+def test_error_percent_converts_every_accuracy_of_a_study():
+    study = {"metric": "accuracy", "intact": 0.59, "lesioned": [0.52, None], "mean": [0.56],
+             "values": [[0.6, 0.52]], "names": ["a", "b"]}
+    converted = error_percent(study)
+    assert converted["metric"] == "test error (%)" and converted["intact"] == pytest.approx(41.0)
+    assert converted["lesioned"][0] == pytest.approx(48.0) and converted["lesioned"][1] is None
+    assert converted["mean"] == [pytest.approx(44.0)] and converted["values"] == [[pytest.approx(40.0), pytest.approx(48.0)]]
+    assert study["intact"] == 0.59  # the results entry itself is not changed
