@@ -13,9 +13,13 @@ Every function accepts `banner`, a line put above the title (for example
 name).
 
 The reference curves are the course's equations: `c^L` for products of L
-Jacobians of norm c (`jacobian`), `sqrt(L)` for a stream that adds L
-branches of fixed size (`activation_growth`), `alpha^L` and `(1 + alpha)^L`
-for the scalar chain (`scalar_chain`).
+Jacobians of norm c (`jacobian`), `prod (1 +- eps_l)` for blocks x + f(x)
+(`jacobian_blocks`), `sqrt(L)` for a stream that adds L branches of fixed
+size (`activation_growth`, on request), `alpha^L` and `(1 + alpha)^L` for
+the scalar chain (`scalar_chain`).
+
+Every figure follows one convention (`series_styles`): colour = depth,
+line style and marker = variant, one palette (`PALETTE`).
 """
 
 import os

@@ -291,6 +291,24 @@ def test_activation_norms_grow_like_sqrt_depth_without_normalisation():
     assert 0.4 < slope < 0.6
 
 
+def test_unnormalised_residual_stream_grows_exponentially_with_depth():
+    """He-initialised branches as large as the stream: its variance roughly doubles per block.
+
+    (The sqrt(L) law of the test above needs branches of a fixed size.)
+    """
+    x = np.random.default_rng(0).normal(size=(4, 32, 32, 3)).astype("float32")
+    growth = {}
+    for depth in (8, 20, 32):  # 3, 9, 15 blocks
+        keras.utils.set_random_seed(0)
+        rms = activation_norms(cifar_resnet(depth, norm="none", width=8), x)["rms"]
+        growth[depth] = float(rms.mean(axis=1)[-1] / rms.mean(axis=1)[0])
+    per_block = [(growth[b] / growth[a]) ** (1 / 6) for a, b in ((8, 20), (20, 32))]
+    assert all(factor > 1.25 for factor in per_block), per_block  # a factor per block: geometric
+    keras.utils.set_random_seed(0)
+    plain = activation_norms(cifar_resnet(32, norm="none", residual=False, width=8), x)["rms"].mean(axis=1)
+    assert plain[-1] / plain[0] < growth[32] / 100
+
+
 def test_activation_norms_of_cifar_resnet_match_block_outputs():
     rng = np.random.default_rng(0)
     model = cifar_resnet(8, width=4, input_shape=(8, 8, 3))

@@ -22,9 +22,12 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
 - If every branch is 0 at initialisation (zero-gamma BatchNorm, Fixup,
   ReZero), `d x_L / d x_0` is the identity (up to the ReLU and option-A
   shortcuts, which only select and zero-pad): its norm is exactly 1.
-- Without normalisation of the stream, `||x_L||^2 ~ ||x_0||^2 + sum_l
-  ||f_l||^2`: branches of fixed size make the stream grow like sqrt(L)
-  (`activation_norms`).
+- How the stream grows depends on its branches (`activation_norms`):
+  independent branches of a fixed size add in quadrature,
+  `||x_L||^2 ~ ||x_0||^2 + sum_l ||f_l||^2` (sqrt(L) growth: BatchNorm
+  branches within a stage); unnormalised He-initialised branches as large as
+  the stream double its variance at every block (exponential growth,
+  `cifar_resnet(norm="none")`; tests/test_diagnostics.py measures both).
 - Veit, Wilber, Belongie 2016 ("Residual Networks Behave Like Ensembles of
   Relatively Shallow Networks"): n blocks unroll into 2^n paths; their
   lesion experiments delete one block (`lesion`), k blocks at once

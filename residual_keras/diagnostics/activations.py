@@ -16,12 +16,13 @@ def activation_norms(model, x, *, training=True, blocks=None):
     (fewer positions) do not look like shrinking; option-A shortcuts append
     zero channels, which does lower the RMS of a stage's first output.
 
-    Without normalisation of the stream, `x_L = x_0 + sum_l f_l` and random
-    branches of similar size add in quadrature: `rms_L^2 ~ rms_0^2 +
-    sum_l rms(f_l)^2`, growth like sqrt(L). `training=True` (the default)
-    measures what a training step sees: in a BatchNorm ResNet each branch
-    ends in a BN with batch statistics, so every branch has unit-size output
-    and the stream grows like sqrt(L) within a stage.
+    In a residual stack `x_L = x_0 + sum_l f_l`, and independent branches
+    add in quadrature: `rms_L^2 ~ rms_0^2 + sum_l rms(f_l)^2`. What that
+    gives depends on the branches: BatchNorm branches (batch statistics,
+    `training=True`, the default, as in a training step) have unit size, so
+    the stream grows like sqrt(L) within a stage; unnormalised He-initialised
+    branches are as large as the stream they read, so its variance doubles
+    at every block and it grows exponentially (`cifar_resnet(norm="none")`).
 
     Args:
         model: keras.Model built from residual_keras blocks.

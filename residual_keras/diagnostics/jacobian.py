@@ -35,8 +35,8 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     when the function treats examples independently (inference mode). The
     backward pass is seeded with u / ||u|| so that tiny gains (0.2^50) do
     not underflow. With `use_tf_function=True`, iterations after the first
-    few (which often suffice) run as a traced `tf.function`, about ten times
-    faster than eager on CPU. Returns (sigma (B,) numpy, v,
+    few (which often suffice) run as a traced `tf.function` instead of
+    eagerly. Returns (sigma (B,) numpy, v,
     iterations used, converged).
     """
     import tensorflow as tf
