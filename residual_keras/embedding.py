@@ -6,11 +6,24 @@ GPT and GPT-2). Every block then adds to it, `x_l = x_{l-1} + F_l(...)`, so
 this sum is what the identity paths carry all the way to the output.
 """
 
+import warnings
+
 import keras
 from keras import layers, ops
 
 from residual_keras._checks import check_positive_int
 from residual_keras._initializers import clone_initializer
+
+
+def _alias(name, value, other_name, other_value):
+    """One value from our argument name or keras-hub's; refuses two different ones or none."""
+    if other_value is not None:
+        if value is not None and value != other_value:
+            raise ValueError(f"{name}={value!r} and {other_name}={other_value!r} disagree; pass one.")
+        value = other_value
+    if value is None:
+        raise TypeError(f"TokenAndPositionEmbedding needs {name}=<int>.")
+    return value
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -24,35 +37,67 @@ class TokenAndPositionEmbedding(layers.Layer):
     (always in eager calls and under XLA); an input of unknown static length
     that turns out longer fails inside the position lookup instead.
 
+    Arguments are keyword-only: keras-io's example class takes `(maxlen,
+    vocab_size, embed_dim)` and keras-hub's `(vocabulary_size,
+    sequence_length, embedding_dim)`, so a positional order would silently
+    swap sizes. keras-hub's names are accepted too. (Three positional
+    arguments in this package's old order `(vocab_size, sequence_length,
+    embed_dim)` still work, with a DeprecationWarning.)
+
     Args:
         vocab_size: int. Number of token ids; ids must be in [0, vocab_size).
+            keras-hub's name `vocabulary_size` is accepted.
         sequence_length: int. Longest input, the number of learned positions.
         embed_dim: int. Width of the embeddings (the residual stream).
+            keras-hub's name `embedding_dim` is accepted.
         embeddings_initializer: initializer of both tables. Default
             "uniform" (Keras' `Embedding` default); `transformer_lm` uses
             GPT-2's N(0, 0.02).
+        mask_zero: bool. Token id 0 is padding: the layer outputs a Keras mask
+            (False there) that `TransformerBlock` uses as its padding mask.
+            Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
         >>> ids = keras.ops.convert_to_tensor([[3, 1, 4, 1]])
-        >>> TokenAndPositionEmbedding(10, 8, 16)(ids).shape
+        >>> TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16)(ids).shape
         (1, 4, 16)
     """
 
     def __init__(
         self,
-        vocab_size,
-        sequence_length,
-        embed_dim,
-        *,
+        *args,
+        vocab_size=None,
+        sequence_length=None,
+        embed_dim=None,
         embeddings_initializer="uniform",
+        mask_zero=False,
+        vocabulary_size=None,
+        embedding_dim=None,
         **kwargs,
     ):
+        if args:
+            if len(args) != 3 or any(v is not None for v in (vocab_size, sequence_length, embed_dim)):
+                raise TypeError(
+                    "TokenAndPositionEmbedding takes keyword arguments: vocab_size=, sequence_length=, "
+                    "embed_dim= (keras-io's TokenAndPositionEmbedding(maxlen, vocab_size, embed_dim) is "
+                    "TokenAndPositionEmbedding(vocab_size=vocab_size, sequence_length=maxlen, "
+                    f"embed_dim=embed_dim)); got {len(args)} positional arguments."
+                )
+            warnings.warn(
+                "Positional arguments to TokenAndPositionEmbedding are deprecated (keras-io's example "
+                "class takes (maxlen, vocab_size, embed_dim)): pass vocab_size=, sequence_length= and "
+                "embed_dim= by name.", DeprecationWarning, stacklevel=2,
+            )
+            vocab_size, sequence_length, embed_dim = args
+        vocab_size = _alias("vocab_size", vocab_size, "vocabulary_size", vocabulary_size)
+        embed_dim = _alias("embed_dim", embed_dim, "embedding_dim", embedding_dim)
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.sequence_length = check_positive_int("sequence_length", sequence_length)
         self.embed_dim = check_positive_int("embed_dim", embed_dim)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.mask_zero = bool(mask_zero)
 
     def _check_length(self, shape):
         if len(shape) != 2:
@@ -93,6 +138,11 @@ class TokenAndPositionEmbedding(layers.Layer):
         positions = self.position_embedding(ops.arange(length))  # (T, C)
         return tokens + positions[None]  # (B, T, C)
 
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(inputs, 0)
+
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.embed_dim)
 
@@ -106,6 +156,7 @@ class TokenAndPositionEmbedding(layers.Layer):
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),
+                "mask_zero": self.mask_zero,
             }
         )
         return config

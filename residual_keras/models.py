@@ -14,6 +14,7 @@ GPT-2's initialisation, the shape of nanoGPT's models.
 """
 
 import math
+import warnings
 
 import keras
 from keras import layers
@@ -220,6 +221,7 @@ def transformer_lm(
     intermediate_dim=None,
     norm_position="pre",
     residual=True,
+    rezero=False,
     dropout=0.0,
     init="gpt2",
     layer_norm_epsilon=1e-5,
@@ -269,7 +271,9 @@ def transformer_lm(
         intermediate_dim: int or None. Feed-forward hidden width; default
             4 * embed_dim.
         norm_position: "pre" or "post". Default "pre".
-        residual: True, False (plain twin) or "rezero". Default True.
+        residual: bool. False builds the plain twin. Default True. (The old
+            `residual="rezero"` means `rezero=True`, with a DeprecationWarning.)
+        rezero: bool. ReZero blocks `x + alpha F(x)`, no LayerNorm. Default False.
         dropout: float in [0, 1). Embedding, attention and residual dropout.
             Default 0.
         init: "gpt2" (N(0, 0.02), stream-writing projections
@@ -298,6 +302,11 @@ def transformer_lm(
     check_heads(embed_dim, num_heads)
     check_choice("norm_position", norm_position, NORM_POSITIONS)
     check_residual(residual)
+    if residual == "rezero":
+        warnings.warn('residual="rezero" is deprecated: use rezero=True.', DeprecationWarning, stacklevel=2)
+        residual, rezero = True, True
+    if rezero and not residual:
+        raise ValueError("rezero=True needs residual=True: ReZero is x + alpha * F(x).")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
     check_choice("init", init, INITS)
@@ -315,9 +324,9 @@ def transformer_lm(
 
     inputs = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = TokenAndPositionEmbedding(
-        vocab_size,
-        sequence_length,
-        embed_dim,
+        vocab_size=vocab_size,
+        sequence_length=sequence_length,
+        embed_dim=embed_dim,
         embeddings_initializer=embedding_init,
         name="embedding",
     )(inputs)  # (B, T, C)
@@ -325,17 +334,18 @@ def transformer_lm(
         x = layers.Dropout(dropout, name="embedding_dropout")(x)
     for index in range(num_layers):
         x = TransformerBlock(
-            num_heads,
-            intermediate_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
             norm_position=norm_position,
             residual=residual,
+            rezero=rezero,
             dropout=dropout,
             layer_norm_epsilon=layer_norm_epsilon,
             kernel_initializer=kernel_init,
             output_kernel_initializer=output_init,
             name=f"block{index + 1}",
         )(x)
-    if norm_position == "pre" and residual != "rezero":
+    if norm_position == "pre" and not rezero:
         x = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(x)
     logits = layers.Dense(
         vocab_size,
@@ -344,7 +354,7 @@ def transformer_lm(
         name="lm_head",
     )(x)  # (B, T, vocab_size)
     if name is None:
-        if residual == "rezero":
+        if rezero:
             name = "rezero_lm"
         else:
             name = f"{'transformer' if residual else 'plain'}_lm_{norm_position}"

@@ -32,6 +32,8 @@ The sublayers, for x of shape (B, T, C) with H heads of size D = C / H:
 smaller standard deviation, so they have their own `output_kernel_initializer`.
 """
 
+import warnings
+
 import keras
 from keras import layers, ops
 
@@ -39,30 +41,51 @@ from residual_keras._checks import check_choice, check_positive_int
 from residual_keras._initializers import clone_initializer
 
 NORM_POSITIONS = ("pre", "post")
-RESIDUALS = (True, False, "rezero")
+# A head narrower than this is a mistake (for instance keras-hub's argument
+# order, `(intermediate_dim, num_heads)`, passed positionally to the old one).
+MIN_HEAD_DIM = 4
 
-# Added to the attention scores of future positions. Large enough that
+# Added to the attention scores of masked positions. Large enough that
 # exp(score - max) is exactly 0 in float32, finite so that no NaN can appear.
 _MASKED_SCORE = -1e9
 
 
 def check_residual(residual):
-    """Raises `ValueError` unless `residual` is True, False or "rezero"."""
+    """Raises `ValueError` unless `residual` is True, False or (deprecated) "rezero"."""
     # `1 in (True, False)` is True in Python: compare by identity for the bools.
     if residual is True or residual is False or residual == "rezero":
         return residual
-    raise ValueError(
-        f"Unknown residual={residual!r}. Accepted: True, False, 'rezero'."
-    )
+    raise ValueError(f"Unknown residual={residual!r}. Accepted: True, False.")
 
 
-def check_heads(embed_dim, num_heads):
-    """Raises `ValueError` unless `embed_dim` splits evenly into `num_heads` heads."""
-    if embed_dim % num_heads:
+def check_heads(embed_dim, num_heads, key_dim=None):
+    """Raises `ValueError` unless `num_heads` heads fit `embed_dim` and are not too narrow."""
+    if key_dim is None:
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}: "
+                "every head needs embed_dim / num_heads features (or pass key_dim)."
+            )
+        key_dim = embed_dim // num_heads
+    if key_dim < MIN_HEAD_DIM:
         raise ValueError(
-            f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}: "
-            "every head needs embed_dim / num_heads features."
+            f"num_heads={num_heads} on embed_dim={embed_dim} gives heads of size {key_dim} "
+            f"(< {MIN_HEAD_DIM}). Did you pass keras-hub's positional order (intermediate_dim, "
+            "num_heads)? Name the arguments: TransformerBlock(num_heads=..., intermediate_dim=...)."
         )
+
+
+def _resolve_norm_position(norm_position, normalize_first):
+    """`norm_position` from our name or keras-hub's `normalize_first` (True = "pre")."""
+    if normalize_first is not None:
+        from_flag = "pre" if normalize_first else "post"
+        if norm_position is not None and norm_position != from_flag:
+            raise ValueError(
+                f"norm_position={norm_position!r} and normalize_first={normalize_first!r} "
+                "disagree; pass one of them."
+            )
+        return from_flag
+    return check_choice("norm_position", "pre" if norm_position is None else norm_position, NORM_POSITIONS)
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -76,7 +99,7 @@ class TransformerBlock(layers.Layer):
     - `norm_position="post"`: `x = LN(x + F(x))`
     - `residual=False`: the plain twin, same weights, no addition:
       `x = F(LN(x))` (pre) or `x = LN(F(x))` (post)
-    - `residual="rezero"`: `x = x + alpha * F(x)` with no LayerNorm at all.
+    - `rezero=True`: `x = x + alpha * F(x)` with no LayerNorm at all.
       One trainable scalar alpha per block, initialised to 0 and shared by the
       two sublayers, as in the official ReZero code (`resweight` of
       `RZTXEncoderLayer`); at initialisation the block is exactly the identity.
@@ -86,41 +109,64 @@ class TransformerBlock(layers.Layer):
     writes into the stream: `F(LN(x))` for pre (residual or plain), `F(x)` for
     post before the addition and LN (residual or plain), `alpha * F(x)` for
     ReZero. They do not depend on `residual`, so a block and its plain twin
-    with the same weights have the same branches. `call` is composed from them.
+    with the same weights have the same branches. `join(x, update, norm)` is
+    the residual connection itself; `call` reads top to bottom as the
+    equations above.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
     stream, as in GPT-2 and nanoGPT.
 
+    Masks, as keras-hub's `TransformerDecoder`: the causal mask is always
+    applied when `causal=True`; `padding_mask` (B, T), 1 for real tokens,
+    and `attention_mask` (B, T, T) can be passed when calling, and a Keras
+    mask from `Embedding(mask_zero=True)` (or `TokenAndPositionEmbedding(
+    mask_zero=True)`) is used as the padding mask and passed on.
+
     Under `mixed_bfloat16` the attention softmax and the LayerNorms compute in
     float32; matrix products run in bfloat16; variables (alpha included) stay
     float32.
 
+    Arguments are keyword-only: keras-hub's `TransformerDecoder` takes
+    `(intermediate_dim, num_heads)` positionally and keras-io's examples
+    `(embed_dim, num_heads, ff_dim)`, so a positional order would be a trap.
+    (Two positional arguments in this package's old order `(num_heads,
+    intermediate_dim)` still work, with a DeprecationWarning.)
+
     Args:
         num_heads: int. Number of attention heads; must divide the input's
-            last dimension (embed_dim).
+            last dimension (embed_dim) unless `key_dim` is given; heads must
+            be at least `MIN_HEAD_DIM` wide.
         intermediate_dim: int or None. Width of the feed-forward network's
             hidden layer. Default None: 4 * embed_dim.
         norm_position: "pre" or "post". Where the LayerNorm sits. Default "pre".
-        residual: True (add the input back), False (plain twin) or "rezero"
-            (`x + alpha * F(x)`, no LayerNorm). Default True.
+        normalize_first: bool or None. keras-hub's name for the same switch:
+            True is "pre", False is "post". Default None (use norm_position).
+        residual: bool. Add the input back (True) or the plain twin (False).
+            Default True. (The old `residual="rezero"` means `rezero=True`.)
+        rezero: bool. `x + alpha * F(x)`, no LayerNorm. Default False.
         dropout: float in [0, 1). Attention and residual dropout rate.
             Default 0.
         activation: activation of the feed-forward hidden layer. Default
-            "gelu" (exact, as PyTorch's `nn.GELU()` in nanoGPT).
+            "gelu" (exact, as PyTorch's `nn.GELU()` in nanoGPT; keras-hub's
+            default is "relu").
         layer_norm_epsilon: float. Epsilon of the LayerNorms. Default 1e-5.
         causal: bool. Position t attends only to positions <= t. Default True.
+        key_dim: int or None. Width of each attention head; default
+            embed_dim // num_heads.
         kernel_initializer: initializer of the query/key/value kernel and of
             the feed-forward network's first kernel. Default "glorot_uniform".
         output_kernel_initializer: initializer of the two kernels that write
             into the residual stream (attention output projection and the
             feed-forward network's second kernel). Default "glorot_uniform".
         bias_initializer: initializer of all dense biases. Default "zeros".
+        kernel_regularizer, bias_regularizer: optional regularizers of every
+            dense kernel / bias.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
         >>> x = keras.random.normal((2, 8, 16))
-        >>> TransformerBlock(4)(x).shape
+        >>> TransformerBlock(num_heads=4)(x).shape
         (2, 8, 16)
 
     References:
@@ -131,27 +177,60 @@ class TransformerBlock(layers.Layer):
 
     def __init__(
         self,
-        num_heads,
+        *args,
+        num_heads=None,
         intermediate_dim=None,
-        *,
-        norm_position="pre",
+        norm_position=None,
+        normalize_first=None,
         residual=True,
+        rezero=False,
         dropout=0.0,
         activation="gelu",
         layer_norm_epsilon=1e-5,
         causal=True,
+        key_dim=None,
         kernel_initializer="glorot_uniform",
         output_kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
         **kwargs,
     ):
+        if args:
+            if len(args) > 2 or num_heads is not None:
+                raise TypeError(
+                    "TransformerBlock takes keyword arguments: TransformerBlock(num_heads=..., "
+                    "intermediate_dim=...). keras-io's TransformerBlock(embed_dim, num_heads, ff_dim) "
+                    "is TransformerBlock(num_heads=num_heads, intermediate_dim=ff_dim) here (the width "
+                    f"comes from the input); got {len(args)} positional arguments."
+                )
+            warnings.warn(
+                "Positional arguments to TransformerBlock are deprecated (keras-hub puts "
+                "intermediate_dim first, this package put num_heads first): pass num_heads= and "
+                "intermediate_dim= by name.", DeprecationWarning, stacklevel=2,
+            )
+            num_heads = args[0]
+            if len(args) == 2:
+                intermediate_dim = args[1]
         super().__init__(**kwargs)
+        if num_heads is None:
+            raise TypeError("TransformerBlock needs num_heads=<int>.")
         self.num_heads = check_positive_int("num_heads", num_heads)
         if intermediate_dim is not None:
             check_positive_int("intermediate_dim", intermediate_dim)
         self.intermediate_dim = intermediate_dim
-        self.norm_position = check_choice("norm_position", norm_position, NORM_POSITIONS)
-        self.residual = check_residual(residual)
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
+        self.norm_position = _resolve_norm_position(norm_position, normalize_first)
+        check_residual(residual)
+        if residual == "rezero":
+            warnings.warn('residual="rezero" is deprecated: use rezero=True.', DeprecationWarning, stacklevel=2)
+            residual, rezero = True, True
+        if rezero and residual is False:
+            raise ValueError("rezero=True needs residual=True: ReZero is x + alpha * F(x).")
+        self.residual = residual
+        self.rezero = bool(rezero)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
         self.dropout = float(dropout)
@@ -161,11 +240,19 @@ class TransformerBlock(layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.output_kernel_initializer = keras.initializers.get(output_kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.supports_masking = True
 
     @property
     def uses_layer_norm(self):
         """False for ReZero, which has no LayerNorm; True otherwise."""
-        return self.residual != "rezero"
+        return not self.rezero
+
+    @property
+    def normalize_first(self):
+        """keras-hub's name: True for Pre-LN."""
+        return self.norm_position == "pre"
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
@@ -174,9 +261,10 @@ class TransformerBlock(layers.Layer):
                 f"embed_dim) with a known embed_dim, got shape {tuple(input_shape)}."
             )
         embed_dim = input_shape[-1]
-        check_heads(embed_dim, self.num_heads)
+        check_heads(embed_dim, self.num_heads, self.key_dim)
         self.embed_dim = embed_dim
-        self.head_dim = embed_dim // self.num_heads
+        self.head_dim = self.key_dim or embed_dim // self.num_heads
+        attention_dim = self.num_heads * self.head_dim
         hidden_dim = self.intermediate_dim or 4 * embed_dim
         hidden_shape = (*input_shape[:-1], hidden_dim)
 
@@ -186,6 +274,8 @@ class TransformerBlock(layers.Layer):
                 activation=activation,
                 kernel_initializer=clone_initializer(initializer),
                 bias_initializer=clone_initializer(self.bias_initializer),
+                kernel_regularizer=self.kernel_regularizer,
+                bias_regularizer=self.bias_regularizer,
                 dtype=self.dtype_policy,
                 name=name,
             )
@@ -208,12 +298,12 @@ class TransformerBlock(layers.Layer):
             self.attention_norm = layer_norm("attention_norm")
             self.feedforward_norm = layer_norm("feedforward_norm")
 
-        # One fused projection to queries, keys and values: (B, T, C) -> (B, T, 3C).
+        # One fused projection to queries, keys and values: (B, T, C) -> (B, T, 3 H D).
         self.attention_qkv = dense(
-            "attention_qkv", 3 * embed_dim, input_shape, self.kernel_initializer
+            "attention_qkv", 3 * attention_dim, input_shape, self.kernel_initializer
         )
         self.attention_output = dense(
-            "attention_output", embed_dim, input_shape, self.output_kernel_initializer
+            "attention_output", embed_dim, (*input_shape[:-1], attention_dim), self.output_kernel_initializer
         )
         self.attention_dropout = dropout("attention_dropout")
         self.attention_output_dropout = dropout("attention_output_dropout")
@@ -231,17 +321,32 @@ class TransformerBlock(layers.Layer):
         self.feedforward_output_dropout = dropout("feedforward_output_dropout")
 
         self.rezero_alpha = None
-        if self.residual == "rezero":
+        if self.rezero:
             self.rezero_alpha = self.add_weight(
                 name="rezero_alpha", shape=(), initializer="zeros", trainable=True
             )
 
-    def _self_attention(self, x, training=None):
-        """Multi-head (causal) self-attention F(x), without any norm or scalar."""
+    def _allowed(self, x, padding_mask=None, attention_mask=None):
+        """(B or 1, T, T) booleans: which keys each query may attend to, or None for all."""
+        length = ops.shape(x)[1]
+        allowed = None
+        if self.causal:
+            positions = ops.arange(length)
+            allowed = (positions[:, None] >= positions[None, :])[None]  # (1, T, T), key <= query
+        if padding_mask is not None:
+            keys = ops.cast(padding_mask, "bool")[:, None, :]  # (B, 1, T): real tokens as keys
+            allowed = keys if allowed is None else ops.logical_and(allowed, keys)
+        if attention_mask is not None:
+            given = ops.cast(attention_mask, "bool")  # (B, T, T)
+            allowed = given if allowed is None else ops.logical_and(allowed, given)
+        return allowed
+
+    def _self_attention(self, x, allowed=None, training=None):
+        """Multi-head self-attention F(x), without any norm or scalar: (output, scores)."""
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         heads, head_dim = self.num_heads, self.head_dim
 
-        query, key, value = ops.split(self.attention_qkv(x), 3, axis=-1)  # (B, T, C) each
+        query, key, value = ops.split(self.attention_qkv(x), 3, axis=-1)  # (B, T, H D) each
         query = ops.reshape(query, (batch, length, heads, head_dim))  # (B, T, H, D)
         key = ops.reshape(key, (batch, length, heads, head_dim))
         value = ops.reshape(value, (batch, length, heads, head_dim))
@@ -249,61 +354,73 @@ class TransformerBlock(layers.Layer):
         query = query * ops.cast(head_dim**-0.5, query.dtype)
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (B, H, T, T)
         scores = ops.cast(scores, "float32")  # softmax in float32
-        if self.causal:
-            positions = ops.arange(length)
-            allowed = positions[:, None] >= positions[None, :]  # (T, T), key <= query
-            scores = ops.where(allowed, scores, _MASKED_SCORE)
+        if allowed is not None:
+            scores = ops.where(allowed[:, None], scores, _MASKED_SCORE)
         weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        weights = self.attention_dropout(weights, training=training)
+        dropped = self.attention_dropout(weights, training=training)
 
-        out = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (B, T, H, D)
-        out = ops.reshape(out, (batch, length, self.embed_dim))  # (B, T, C)
-        out = self.attention_output(out)
-        return self.attention_output_dropout(out, training=training)
+        out = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (B, T, H, D)
+        out = ops.reshape(out, (batch, length, heads * head_dim))  # (B, T, H D)
+        out = self.attention_output(out)  # (B, T, C)
+        return self.attention_output_dropout(out, training=training), weights
 
     def _feedforward(self, x, training=None):
         """The position-wise feed-forward network F(x)."""
         out = self.feedforward_output(self.feedforward_intermediate(x))
         return self.feedforward_output_dropout(out, training=training)
 
-    def _branch(self, sublayer, norm, x, training):
-        if self.residual == "rezero":
-            alpha = ops.cast(self.rezero_alpha, x.dtype)
-            return alpha * sublayer(x, training=training)  # alpha * F(x)
-        if self.norm_position == "pre":
-            return sublayer(norm(x), training=training)  # F(LN(x))
-        return sublayer(x, training=training)  # F(x), LN comes after the add
+    def _sublayer_input(self, x, norm):
+        """What a sublayer reads: LN(x) for Pre-LN, x for Post-LN and ReZero."""
+        return norm(x) if self.norm_position == "pre" and self.uses_layer_norm else x
 
-    def attention_branch(self, x, training=None):
+    def _scaled(self, update):
+        """alpha * F(x) for ReZero, F(x) otherwise."""
+        if self.rezero:
+            return ops.cast(self.rezero_alpha, update.dtype) * update
+        return update
+
+    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None):
         """What the attention sublayer writes into the stream.
 
         `F(LN(x))` (pre), `F(x)` (post, before the addition and LN) or
         `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C).
         """
-        return self._branch(self._self_attention, self.attention_norm, x, training)
+        allowed = self._allowed(x, padding_mask, attention_mask)
+        update, _ = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training)
+        return self._scaled(update)
 
     def feedforward_branch(self, x, training=None):
         """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
-        return self._branch(self._feedforward, self.feedforward_norm, x, training)
+        return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
 
     def join(self, x, update, norm):
-        """The stream after a sublayer wrote `update` into it.
+        """The residual connection: the stream after a sublayer wrote `update` into it.
 
-        `x + update` (Pre-LN, ReZero), `LN(x + update)` (Post-LN, with `norm`
-        the sublayer's LayerNorm); the plain twins keep only the update:
+        `x + update` (Pre-LN, ReZero), `LN(x + update)` (Post-LN, `norm` the
+        sublayer's LayerNorm); the plain twins keep only the update:
         `update` (pre) or `LN(update)` (post).
         """
-        x = update if self.residual is False else x + update
+        x = x + update if self.residual else update
         if self.norm_position == "post" and self.uses_layer_norm:
             x = norm(x)
         return x
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, padding_mask=None, attention_mask=None, mask=None,
+             return_attention_scores=False):
+        if padding_mask is None and mask is not None:
+            padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         x = inputs  # (B, T, C)
-        attention = self.attention_branch(x, training=training)  # what attention writes
-        x = self.join(x, attention, self.attention_norm)  # Pre-LN: x + F(LN(x)); Post-LN: LN(x + F(x))
+        allowed = self._allowed(x, padding_mask, attention_mask)
+        attention, scores = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training)
+        x = self.join(x, self._scaled(attention), self.attention_norm)  # Pre-LN: x = x + F(LN(x))
         feedforward = self.feedforward_branch(x, training=training)
-        return self.join(x, feedforward, self.feedforward_norm)
+        x = self.join(x, feedforward, self.feedforward_norm)  # Post-LN: x = LN(x + F(x))
+        if return_attention_scores:
+            return x, scores
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -316,17 +433,19 @@ class TransformerBlock(layers.Layer):
                 "intermediate_dim": self.intermediate_dim,
                 "norm_position": self.norm_position,
                 "residual": self.residual,
+                "rezero": self.rezero,
                 "dropout": self.dropout,
                 "activation": keras.activations.serialize(self.activation),
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "causal": self.causal,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
+                "key_dim": self.key_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "output_kernel_initializer": keras.initializers.serialize(
                     self.output_kernel_initializer
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
             }
         )
         return config

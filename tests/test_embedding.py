@@ -27,7 +27,7 @@ def test_token_and_position_embedding_layer(tmp_path, length):
 
 
 def test_output_is_token_plus_position_embedding():
-    layer = TokenAndPositionEmbedding(10, 12, 16)
+    layer = TokenAndPositionEmbedding(vocab_size=10, sequence_length=12, embed_dim=16)
     out = _numpy(layer(IDS))
     tokens = _numpy(layer.token_embedding.embeddings)  # (10, 16)
     positions = _numpy(layer.position_embedding.embeddings)  # (12, 16)
@@ -36,7 +36,7 @@ def test_output_is_token_plus_position_embedding():
 
 
 def test_shorter_inputs_use_the_first_positions():
-    layer = TokenAndPositionEmbedding(10, 12, 16)
+    layer = TokenAndPositionEmbedding(vocab_size=10, sequence_length=12, embed_dim=16)
     full = _numpy(layer(IDS))
     np.testing.assert_array_equal(_numpy(layer(IDS[:, :3])), full[:, :3])
     # Same token at two positions: different vectors (the position is learned in).
@@ -46,14 +46,14 @@ def test_shorter_inputs_use_the_first_positions():
 
 def test_symbolic_variable_length():
     inputs = keras.Input(shape=(None,), dtype="int32")
-    outputs = TokenAndPositionEmbedding(10, 12, 16)(inputs)
+    outputs = TokenAndPositionEmbedding(vocab_size=10, sequence_length=12, embed_dim=16)(inputs)
     assert tuple(outputs.shape) == (None, None, 16)
     model = keras.Model(inputs, outputs)
     assert model(IDS[:, :5]).shape == (2, 5, 16)
 
 
 def test_mixed_precision_output_and_variables():
-    layer = TokenAndPositionEmbedding(10, 12, 16, dtype="mixed_bfloat16")
+    layer = TokenAndPositionEmbedding(vocab_size=10, sequence_length=12, embed_dim=16, dtype="mixed_bfloat16")
     out = layer(IDS)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     assert all(variable.dtype == "float32" for variable in layer.weights)
@@ -61,21 +61,41 @@ def test_mixed_precision_output_and_variables():
 
 def test_initializer_is_used_for_both_tables():
     init = keras.initializers.RandomNormal(stddev=0.02)
-    layer = TokenAndPositionEmbedding(500, 400, 64, embeddings_initializer=init)
+    layer = TokenAndPositionEmbedding(vocab_size=500, sequence_length=400, embed_dim=64, embeddings_initializer=init)
     layer.build((None, 8))
     for table in (layer.token_embedding.embeddings, layer.position_embedding.embeddings):
         assert abs(float(np.std(_numpy(table))) - 0.02) < 0.001
 
 
 def test_bad_embedding_arguments_name_the_value():
-    layer = TokenAndPositionEmbedding(10, 8, 16)
+    layer = TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16)
     with pytest.raises(ValueError, match="Input length 9 is longer than sequence_length=8"):
         layer(np.zeros((2, 9), "int32"))
     with pytest.raises(ValueError, match="Input length 9 is longer than sequence_length=8"):
-        TokenAndPositionEmbedding(10, 8, 16)(keras.Input(shape=(9,), dtype="int32"))
+        TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16)(keras.Input(shape=(9,), dtype="int32"))
     with pytest.raises(ValueError, match="\\(batch, sequence\\).*\\(2, 4, 3\\)"):
-        TokenAndPositionEmbedding(10, 8, 16)(np.zeros((2, 4, 3), "int32"))
+        TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16)(np.zeros((2, 4, 3), "int32"))
     with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
-        TokenAndPositionEmbedding(0, 8, 16)
+        TokenAndPositionEmbedding(vocab_size=0, sequence_length=8, embed_dim=16)
     with pytest.raises(ValueError, match="sequence_length must be a positive integer"):
-        TokenAndPositionEmbedding(10, -1, 16)
+        TokenAndPositionEmbedding(vocab_size=10, sequence_length=-1, embed_dim=16)
+
+
+def test_argument_names_of_keras_hub_and_the_keras_io_trap():
+    layer = TokenAndPositionEmbedding(vocabulary_size=10, sequence_length=8, embedding_dim=16)
+    assert (layer.vocab_size, layer.embed_dim) == (10, 16)
+    with pytest.raises(TypeError, match="keras-io's TokenAndPositionEmbedding\\(maxlen, vocab_size, embed_dim\\)"):
+        TokenAndPositionEmbedding(8, 10, 16, mask_zero=True, vocab_size=10)
+    with pytest.warns(DeprecationWarning, match="Positional arguments"):
+        old = TokenAndPositionEmbedding(10, 8, 16)
+    assert (old.vocab_size, old.sequence_length, old.embed_dim) == (10, 8, 16)
+    with pytest.raises(ValueError, match="disagree"):
+        TokenAndPositionEmbedding(vocab_size=10, vocabulary_size=11, sequence_length=8, embed_dim=16)
+
+
+def test_mask_zero_marks_padding():
+    layer = TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16, mask_zero=True)
+    mask = layer.compute_mask(keras.ops.convert_to_tensor([[3, 0, 4]]))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(mask), [[True, False, True]])
+    assert TokenAndPositionEmbedding(vocab_size=10, sequence_length=8, embed_dim=16).compute_mask(
+        keras.ops.convert_to_tensor([[3, 0, 4]])) is None

@@ -17,7 +17,7 @@ VARIANTS = {
     "post": {"norm_position": "post"},
     "plain-pre": {"residual": False},
     "plain-post": {"residual": False, "norm_position": "post"},
-    "rezero": {"residual": "rezero"},
+    "rezero": {"rezero": True},
 }
 
 
@@ -26,7 +26,7 @@ def _numpy(x):
 
 
 def _built(**kwargs):
-    block = TransformerBlock(4, **kwargs)
+    block = TransformerBlock(num_heads=4, **kwargs)
     block.build(X.shape)
     return block
 
@@ -68,7 +68,7 @@ def test_weight_shapes_and_intermediate_dim():
 def test_call_is_composed_from_the_two_branches(variant):
     """The contract the diagnostics rely on: `call` is built from the branches."""
     block = _built(**VARIANTS[variant])
-    if block.residual == "rezero":
+    if block.rezero:
         block.rezero_alpha.assign(0.7)
     x = keras.ops.convert_to_tensor(X)
 
@@ -101,7 +101,7 @@ def test_plain_twin_has_the_same_weights_and_branches(norm_position):
         expected_plain = plain.feedforward_branch(attention)
         # The pre branches really contain the LayerNorm: F(LN(x)), not F(x).
         np.testing.assert_allclose(
-            attention, _numpy(residual._self_attention(ln1(x))), rtol=1e-6, atol=1e-6
+            attention, _numpy(residual._self_attention(ln1(x), residual._allowed(x))[0]), rtol=1e-6, atol=1e-6
         )
     else:  # x = LN(x + F(x)) against x = LN(F(x))
         x1 = ln1(x + attention)
@@ -198,7 +198,7 @@ def test_block_is_causal_in_training_mode_with_dropout(variant, jit):
     to every later position and nonzero for the current one.
     """
     block = _built(dropout=0.3, **VARIANTS[variant])
-    if block.residual == "rezero":
+    if block.rezero:
         block.rezero_alpha.assign(1.0)  # at 0 every branch would be cut anyway
     grads = _gradients_of_positions(block, X, training=True, jit=jit)
     for t, grad in zip(POSITIONS, grads):
@@ -244,7 +244,7 @@ def test_language_model_is_causal_eagerly_and_under_xla():
 def test_mixed_precision_block_matches_float32():
     """Under mixed_bfloat16 (float32 softmax and LayerNorm) outputs stay close to float32."""
     block = _built()
-    mixed = TransformerBlock(4, dtype="mixed_bfloat16")
+    mixed = TransformerBlock(num_heads=4, dtype="mixed_bfloat16")
     mixed.build(X.shape)
     mixed.set_weights(block.get_weights())
     out = mixed(keras.ops.cast(X_SHIFTED, "bfloat16"))
@@ -337,26 +337,123 @@ def test_gradient_at_depth_plain_twin_does_not_collapse_at_width_64():
 
 def test_bad_block_arguments_name_the_value():
     with pytest.raises(ValueError, match="norm_position='middle'.*'pre', 'post'"):
-        TransformerBlock(4, norm_position="middle")
-    with pytest.raises(ValueError, match="residual='yes'.*True, False, 'rezero'"):
-        TransformerBlock(4, residual="yes")
+        TransformerBlock(num_heads=4, norm_position="middle")
+    with pytest.raises(ValueError, match="residual='yes'.*True, False"):
+        TransformerBlock(num_heads=4, residual="yes")
     with pytest.raises(ValueError, match="residual=1"):
-        TransformerBlock(4, residual=1)
+        TransformerBlock(num_heads=4, residual=1)
     with pytest.raises(ValueError, match="dropout must be in \\[0, 1\\), got 1.5"):
-        TransformerBlock(4, dropout=1.5)
+        TransformerBlock(num_heads=4, dropout=1.5)
     with pytest.raises(ValueError, match="num_heads must be a positive integer, got 0"):
-        TransformerBlock(0)
+        TransformerBlock(num_heads=0)
     with pytest.raises(ValueError, match="embed_dim=18 is not divisible by num_heads=4"):
-        TransformerBlock(4)(np.zeros((1, 3, 18), "float32"))
+        TransformerBlock(num_heads=4)(np.zeros((1, 3, 18), "float32"))
     with pytest.raises(ValueError, match="\\(batch, sequence, embed_dim\\).*\\(2, 16\\)"):
-        TransformerBlock(4)(np.zeros((2, 16), "float32"))
+        TransformerBlock(num_heads=4)(np.zeros((2, 16), "float32"))
+    with pytest.raises(ValueError, match="rezero=True needs residual=True"):
+        TransformerBlock(num_heads=4, rezero=True, residual=False)
+    with pytest.raises(ValueError, match="disagree"):
+        TransformerBlock(num_heads=4, norm_position="post", normalize_first=True)
 
 
 def test_gpt2_output_initializer_goes_to_the_two_output_projections():
     small = keras.initializers.RandomNormal(stddev=0.001)
-    block = TransformerBlock(2, kernel_initializer="zeros", output_kernel_initializer=small)
+    block = TransformerBlock(num_heads=2, kernel_initializer="zeros", output_kernel_initializer=small)
     block.build((1, 64, 64))
     assert np.all(_numpy(block.attention_qkv.kernel) == 0)
     assert np.all(_numpy(block.feedforward_intermediate.kernel) == 0)
     for kernel in (block.attention_output.kernel, block.feedforward_output.kernel):
         assert math.isclose(float(np.std(_numpy(kernel))), 0.001, rel_tol=0.1)
+
+
+# ---------------------------------------------------------------------------
+# keras-hub's conventions: keyword arguments, masks, scores, key_dim, regularizers
+# ---------------------------------------------------------------------------
+
+
+def test_argument_order_traps_are_refused_or_deprecated():
+    # keras-io's miniature GPT: TransformerBlock(embed_dim, num_heads, ff_dim).
+    with pytest.raises(TypeError, match="keras-io's TransformerBlock\\(embed_dim, num_heads, ff_dim\\)"):
+        TransformerBlock(16, 4, 32)
+    # keras-hub's positional order (intermediate_dim, num_heads) read the old way: 64 heads of size 1.
+    with pytest.warns(DeprecationWarning, match="Positional arguments"):
+        trap = TransformerBlock(64, 4)
+    with pytest.raises(ValueError, match="heads of size 1.*keras-hub's positional order"):
+        trap(np.zeros((1, 3, 64), "float32"))
+    # The old spellings still work, with a warning.
+    with pytest.warns(DeprecationWarning):
+        old = TransformerBlock(4, 24)
+    assert (old.num_heads, old.intermediate_dim) == (4, 24)
+    with pytest.warns(DeprecationWarning, match="rezero=True"):
+        assert TransformerBlock(num_heads=4, residual="rezero").rezero
+
+
+def test_normalize_first_is_keras_hubs_name_for_pre_ln():
+    assert TransformerBlock(num_heads=4, normalize_first=True).norm_position == "pre"
+    assert TransformerBlock(num_heads=4, normalize_first=False).norm_position == "post"
+    assert TransformerBlock(num_heads=4, norm_position="post").normalize_first is False
+
+
+def test_padding_mask_hides_padded_keys_and_composes_with_causality():
+    block = _built(norm_position="pre")
+    x = keras.ops.convert_to_tensor(X)
+    padding = np.ones((2, 8), "int32")
+    padding[:, 5:] = 0  # the last three positions are padding
+    out = _numpy(block(x, padding_mask=padding))
+    changed = X.copy()
+    changed[:, 5:] = 123.0  # what sits at padded positions must not matter to real ones
+    np.testing.assert_allclose(_numpy(block(keras.ops.convert_to_tensor(changed), padding_mask=padding))[:, :5],
+                               out[:, :5], atol=1e-5)
+    # Guard: without the mask the padded values leak through attention... only into later
+    # positions (causality), which here are padding themselves: check a non-causal block.
+    bidirectional = _built(causal=False)
+    unmasked = _numpy(bidirectional(keras.ops.convert_to_tensor(changed)))[:, :5]
+    assert not np.allclose(unmasked, _numpy(bidirectional(x))[:, :5], atol=1e-3)
+    masked = _numpy(bidirectional(keras.ops.convert_to_tensor(changed), padding_mask=padding))[:, :5]
+    np.testing.assert_allclose(masked, _numpy(bidirectional(x, padding_mask=padding))[:, :5], atol=1e-5)
+
+
+def test_keras_mask_from_the_embedding_is_the_padding_mask():
+    from residual_keras import TokenAndPositionEmbedding
+
+    tokens = np.array([[5, 3, 7, 0, 0], [2, 2, 0, 0, 0]], "int32")
+    inputs = keras.Input((5,), dtype="int32")
+    embedded = TokenAndPositionEmbedding(vocab_size=10, sequence_length=5, embed_dim=16, mask_zero=True)(inputs)
+    model = keras.Model(inputs, TransformerBlock(num_heads=4, causal=False)(embedded))
+    out = _numpy(model(tokens))
+    # Change only what the padding id embeds to: real positions must not notice.
+    embedding = model.layers[1]
+    table = embedding.token_embedding.embeddings
+    rows = np.random.default_rng(5).normal(size=(2, 1, 16)).astype("float32") * 3.0  # not constant: LN keeps them
+    table.assign(keras.ops.scatter_update(table, [[0]], rows[0]))
+    np.testing.assert_allclose(_numpy(model(tokens))[0, :3], out[0, :3], atol=1e-5)
+    np.testing.assert_allclose(_numpy(model(tokens))[1, :2], out[1, :2], atol=1e-5)
+    # Guard: the same change without mask_zero reaches the real positions.
+    unmasked = keras.Model(inputs, model.layers[-1](model.layers[1].token_embedding(inputs)))
+    before = _numpy(unmasked(tokens))
+    table.assign(keras.ops.scatter_update(table, [[0]], rows[1]))
+    assert not np.allclose(_numpy(unmasked(tokens))[0, :3], before[0, :3], atol=1e-3)
+
+
+def test_attention_mask_and_returned_scores():
+    block = _built(causal=False)
+    x = keras.ops.convert_to_tensor(X)
+    only_self = np.broadcast_to(np.eye(8, dtype="int32"), (2, 8, 8))
+    out, scores = block(x, attention_mask=only_self, return_attention_scores=True)
+    assert tuple(scores.shape) == (2, 4, 8, 8)
+    np.testing.assert_allclose(_numpy(scores), np.broadcast_to(np.eye(8), (2, 4, 8, 8)), atol=1e-6)
+    causal = _built()
+    _, causal_scores = causal(x, return_attention_scores=True)
+    assert np.all(np.triu(_numpy(causal_scores)[0, 0], k=1) == 0)  # no weight on future keys
+    np.testing.assert_allclose(_numpy(causal_scores).sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_key_dim_and_regularizers():
+    block = TransformerBlock(num_heads=2, key_dim=4, kernel_regularizer="l2", bias_regularizer="l2")
+    block.build(X.shape)
+    assert tuple(block.attention_qkv.kernel.shape) == (16, 24)  # 3 x 2 heads x 4
+    assert tuple(block.attention_output.kernel.shape) == (8, 16)
+    assert block(keras.ops.convert_to_tensor(X)).shape == (2, 8, 16)
+    assert len(block.losses) == 8  # 4 dense layers x (kernel + bias)
+    config = block.get_config()
+    assert config["key_dim"] == 4 and config["kernel_regularizer"] is not None

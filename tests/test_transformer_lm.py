@@ -157,7 +157,7 @@ def test_bad_model_arguments_name_the_value():
         transformer_lm(65, 64, 2, embed_dim=130, num_heads=4)
     with pytest.raises(ValueError, match="norm_position='sandwich'"):
         transformer_lm(65, 64, 2, norm_position="sandwich")
-    with pytest.raises(ValueError, match="residual='maybe'.*True, False, 'rezero'"):
+    with pytest.raises(ValueError, match="residual='maybe'.*True, False"):
         transformer_lm(65, 64, 2, residual="maybe")
     with pytest.raises(ValueError, match="num_layers must be a positive integer, got 0"):
         transformer_lm(65, 64, 0)

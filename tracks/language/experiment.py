@@ -21,7 +21,7 @@ VARIANT_KWARGS = {
     "pre": {"norm_position": "pre", "residual": True},
     "post": {"norm_position": "post", "residual": True},
     "plain": {"norm_position": "pre", "residual": False},
-    "rezero": {"residual": "rezero"},
+    "rezero": {"rezero": True},
 }
 
 
