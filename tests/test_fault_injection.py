@@ -1,0 +1,208 @@
+"""Fault injection: real SIGKILLs at many points of a run, a resume after each.
+
+The fast test kills a tiny training inside a checkpoint save. The slow ones
+(`pytest -m slow -k fault_injection -s` prints the figures) kill a smoke run
+of the vision track at every point of a model's life and at random moments,
+press Ctrl-C once, resume after each, and compare the end with an
+uninterrupted run; and start a second process on a run in training.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import keras
+import tensorflow as tf
+from tracks.common.run_dir import RunDirectory
+from tracks.common.training import Checkpoints, fit_with_backup, read_metrics_rows
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+
+
+def _env():
+    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def tiny_model():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9), loss="mse")
+    return model
+
+
+def tiny_epoch_data(epoch):
+    x = np.random.default_rng(epoch).normal(size=(32, 4)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(8)
+
+
+TINY_TRAINING = textwrap.dedent("""
+    import sys
+    import pytest
+    from fault_runner import sigkill
+    from test_fault_injection import tiny_epoch_data, tiny_model
+    from track_helpers import kill_at
+    from tracks.common.run_dir import RunDirectory
+    from tracks.common.training import fit_with_backup
+
+    run = RunDirectory(sys.argv[1], "toy")
+    run.lock()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        kill_at(monkeypatch, "m", "inside-save", epoch=1, die=sigkill)
+        fit_with_backup(tiny_model(), tiny_epoch_data, run=run, model_id="m", epochs=4, verbose=0)
+""")
+
+
+def test_sigkill_inside_a_checkpoint_save_leaves_a_resumable_model(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    killed = subprocess.run([sys.executable, "-c", TINY_TRAINING, str(run_dir)], env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    backup = run_dir / "backup" / "m"
+    partial = backup / "partial-epoch-0002.weights.h5"
+    assert partial.exists() and partial.stat().st_size > 0  # the save really was cut in half
+    assert [epoch for epoch, _ in Checkpoints(backup).saved()] == [1]
+
+    run = RunDirectory(run_dir, "toy")
+    run.lock()  # the dead process' lock was released by the operating system
+    lines = []
+    outcome = fit_with_backup(tiny_model(), tiny_epoch_data, run=run, model_id="m", epochs=4, verbose=0,
+                              log=lines.append)
+    assert lines == ["m: resuming after epoch 1 of 4"]  # epoch 0 is not trained again
+    assert [row["epoch"] for row in outcome["history"]] == [0, 1, 2, 3]
+    assert outcome["history"] == read_metrics_rows(run.metrics_path("m"))
+    assert not partial.exists()
+    run.release()
+
+
+# --------------------------------------------------------------------------- #
+# The slow fault injection of a whole run
+# --------------------------------------------------------------------------- #
+
+ARGV = ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--epochs", "3", "--train-size", "128",
+        "--xla", "off"]
+MODELS = ("plain-8", "residual-8")
+FAULTS = [
+    "plain-8:inside-save:0", "random", "plain-8:after-row:1", "plain-8:after-checkpoint:1",
+    "plain-8:inside-save:2", "plain-8:before-record:0", "random", "plain-8:inside-record:0",
+    "plain-8:after-record:0", "ctrl-c", "residual-8:after-row:0", "random",
+    "residual-8:inside-save:2", "residual-8:before-record:0", "residual-8:after-record:0",
+]
+
+
+def _start(fault, argv):
+    fault = "none" if fault in ("random", "ctrl-c") else fault
+    return subprocess.Popen([sys.executable, str(TESTS / "fault_runner.py"), "vision", fault, *map(str, argv)],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _state(run_dir):
+    """(csv rows per model, recorded ids, safe epochs per model: checkpointed or recorded)."""
+    rows = {path.stem: read_metrics_rows(path) for path in (run_dir / "metrics").glob("*.csv")}
+    recorded = []
+    if (run_dir / "results.json").exists():
+        recorded = [m["id"] for m in json.loads((run_dir / "results.json").read_text())["models"]]
+    safe = {}
+    for model, model_rows in rows.items():
+        saved = Checkpoints(run_dir / "backup" / model).saved()
+        safe[model] = len(model_rows) if model in recorded else (saved[-1][0] if saved else 0)
+    return rows, recorded, safe
+
+
+@pytest.mark.slow
+def test_fault_injection_sigkill_at_every_point_and_at_random(tmp_path):
+    reference = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "vision", "none", *ARGV,
+                                "--out", str(tmp_path / "whole")], env=_env(), capture_output=True, text=True,
+                               timeout=600)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    run_dir, rng = tmp_path / "run", random.Random(14)
+    figures = {"kills": 0, "ctrl_c": 0, "resumes_continued": 0, "resumes_failed": 0, "rows_lost": 0,
+               "rows_duplicated": 0, "finished_epochs_retrained": 0, "models_retrained_from_scratch": 0}
+    for fault in FAULTS + ["none"]:
+        started = (run_dir / "config.json").exists()
+        before_rows, before_recorded, before_safe = _state(run_dir) if started else ({}, [], {})
+        process = _start(fault, ["--resume", run_dir] if started else [*ARGV, "--out", run_dir])
+        if fault in ("random", "ctrl-c"):
+            try:
+                process.wait(timeout=rng.uniform(3.0, 25.0))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGINT if fault == "ctrl-c" else signal.SIGKILL)
+        out, err = process.communicate(timeout=600)
+        if process.returncode == -signal.SIGKILL:
+            figures["kills"] += 1
+        elif process.returncode == 130:
+            figures["ctrl_c"] += 1
+            assert err.count("\n") == 1 and "interrupted" in err, err
+            if started or (run_dir / "config.json").exists():
+                assert f"--resume {run_dir}" in err or "before training started" in err
+        else:
+            assert process.returncode == 0 and fault in ("none", "random", "ctrl-c"), (fault, err[-3000:])
+        if started:
+            figures["resumes_continued" if "error:" not in err else "resumes_failed"] += 1
+        rows, recorded, _ = _state(run_dir)
+        assert len(set(recorded)) == len(recorded)
+        for model, model_rows in rows.items():
+            epochs = [row["epoch"] for row in model_rows]
+            figures["rows_duplicated"] += len(epochs) - len(set(epochs))
+            assert epochs == list(range(len(epochs))), (fault, model, epochs)
+        for model, safe in before_safe.items():  # what was safe before the kill is still there, unchanged
+            kept = rows.get(model, [])[:safe]
+            figures["rows_lost"] += safe - len(kept)
+            changed = sum(a != b for a, b in zip(kept, before_rows[model][:safe]))
+            figures["finished_epochs_retrained"] += changed
+            figures["models_retrained_from_scratch"] += int(safe > 0 and changed == safe)
+    assert figures["resumes_failed"] == 0
+
+    results = json.loads((run_dir / "results.json").read_text())
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    assert [m["id"] for m in results["models"]] == list(MODELS) and not (run_dir / "backup").exists()
+    differences = []
+    for model in MODELS:
+        rows = read_metrics_rows(run_dir / "metrics" / f"{model}.csv")
+        reference_rows = read_metrics_rows(tmp_path / "whole" / "metrics" / f"{model}.csv")
+        assert [row["epoch"] for row in rows] == [0, 1, 2]
+        differences += [abs(row[key] - ref[key]) for row, ref in zip(rows, reference_rows)
+                        for key in ("loss", "accuracy", "val_loss", "val_accuracy")]
+    differences += [abs(a["test_error"] - b["test_error"]) for a, b in zip(results["models"], whole["models"])]
+    figures["max_difference_to_uninterrupted"] = max(differences)
+    print("\nFAULT INJECTION FIGURES", json.dumps(figures))
+    assert figures["rows_lost"] == figures["rows_duplicated"] == 0
+    assert figures["finished_epochs_retrained"] == figures["models_retrained_from_scratch"] == 0
+    assert figures["max_difference_to_uninterrupted"] <= 1e-5
+
+
+@pytest.mark.slow
+def test_fault_injection_a_second_process_on_a_run_in_training_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    first = _start("none", [*ARGV, "--epochs", "6", "--out", run_dir])
+    deadline = time.monotonic() + 300
+    while not list((run_dir / "metrics").glob("*.csv")):  # training has begun
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.5)
+    lines = []
+    for argv in (["--resume", run_dir], [*ARGV, "--out", run_dir]):
+        second = subprocess.run([sys.executable, "-m", "tracks.vision", *map(str, argv)], env=_env(),
+                                capture_output=True, text=True, timeout=300)
+        lines.append(second.stderr.strip())
+        assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr[-2000:]
+    assert f"is in use by another process (pid {first.pid})" in lines[0]
+    assert "already exists and is not empty" in lines[1]
+    assert first.poll() is None  # the first one trains on, undisturbed
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-2000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert [m["epochs_trained"] for m in results["models"]] == [6, 6]
+    for model in MODELS:
+        assert [row["epoch"] for row in read_metrics_rows(run_dir / "metrics" / f"{model}.csv")] == list(range(6))
+    print("\nCONCURRENCY", json.dumps({"second_process": lines}))
