@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -93,18 +94,36 @@ def test_sigkill_inside_a_checkpoint_save_leaves_a_resumable_model(tmp_path):
 ARGV = ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--epochs", "3", "--train-size", "128",
         "--xla", "off"]
 MODELS = ("plain-8", "residual-8")
+# Every point of a model's life, in order (each one is reached: the kill before stops earlier).
 FAULTS = [
-    "plain-8:inside-save:0", "random", "plain-8:after-row:1", "plain-8:after-checkpoint:1",
-    "plain-8:inside-save:2", "plain-8:before-record:0", "random", "plain-8:inside-record:0",
-    "plain-8:after-record:0", "ctrl-c", "residual-8:after-row:0", "random",
-    "residual-8:inside-save:2", "residual-8:before-record:0", "residual-8:after-record:0",
+    "plain-8:inside-save:0", "plain-8:after-row:1", "plain-8:after-checkpoint:1", "plain-8:inside-save:2",
+    "plain-8:before-record:0", "plain-8:inside-record:0", "plain-8:after-record:0",
+    "residual-8:after-row:0", "residual-8:inside-save:2", "residual-8:before-record:0",
+    "residual-8:after-record:0",
 ]
+# Then a second run, interrupted at random moments (imports, data, instruments, training, saves, report).
+RANDOM_FAULTS = ["random", "ctrl-c", "random", "random", "random", "random", "random", "random"]
 
 
 def _start(fault, argv):
+    """The vision track in a subprocess (output to files: a full pipe would block it)."""
     fault = "none" if fault in ("random", "ctrl-c") else fault
-    return subprocess.Popen([sys.executable, str(TESTS / "fault_runner.py"), "vision", fault, *map(str, argv)],
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outputs = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+    process = subprocess.Popen([sys.executable, str(TESTS / "fault_runner.py"), "vision", fault, *map(str, argv)],
+                               env=_env(), stdout=outputs[0], stderr=outputs[1])
+    process.output_files = outputs
+    return process
+
+
+def _finish(process, timeout=600):
+    """(stdout, stderr) once `process` has ended."""
+    process.wait(timeout=timeout)
+    outputs = []
+    for stream in process.output_files:
+        stream.seek(0)
+        outputs.append(stream.read())
+        stream.close()
+    return outputs
 
 
 def _state(run_dir):
@@ -120,33 +139,48 @@ def _state(run_dir):
     return rows, recorded, safe
 
 
-@pytest.mark.slow
-def test_fault_injection_sigkill_at_every_point_and_at_random(tmp_path):
-    reference = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "vision", "none", *ARGV,
-                                "--out", str(tmp_path / "whole")], env=_env(), capture_output=True, text=True,
-                               timeout=600)
-    assert reference.returncode == 0, reference.stderr[-2000:]
-    run_dir, rng = tmp_path / "run", random.Random(14)
-    figures = {"kills": 0, "ctrl_c": 0, "resumes_continued": 0, "resumes_failed": 0, "rows_lost": 0,
-               "rows_duplicated": 0, "finished_epochs_retrained": 0, "models_retrained_from_scratch": 0}
-    for fault in FAULTS + ["none"]:
+def _signal_after(process, seconds, signum):
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signum)
+
+
+def _lock_holder(run_dir):
+    try:
+        return (run_dir / ".lock").read_text().strip()
+    except OSError:
+        return None
+
+
+def _our_lines(stderr):
+    """stderr without TensorFlow's own start-up log lines."""
+    tf_log = ("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 ")
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(tf_log))
+
+
+def _interrupt_until_done(run_dir, faults, rng, figures):
+    """Starts (or resumes) the run once per fault, then once more to the end, checking after each."""
+    for fault in [*faults, "none"]:
         started = (run_dir / "config.json").exists()
-        before_rows, before_recorded, before_safe = _state(run_dir) if started else ({}, [], {})
+        before_rows, _, before_safe = _state(run_dir) if started else ({}, [], {})
         process = _start(fault, ["--resume", run_dir] if started else [*ARGV, "--out", run_dir])
-        if fault in ("random", "ctrl-c"):
-            try:
-                process.wait(timeout=rng.uniform(3.0, 25.0))
-            except subprocess.TimeoutExpired:
-                process.send_signal(signal.SIGINT if fault == "ctrl-c" else signal.SIGKILL)
-        out, err = process.communicate(timeout=600)
+        if fault == "random":
+            _signal_after(process, rng.uniform(1.0, 14.0), signal.SIGKILL)
+        if fault == "ctrl-c":  # once the run is open (Ctrl-C during `import tensorflow` is Python's)
+            while process.poll() is None and _lock_holder(run_dir) != str(process.pid):
+                time.sleep(0.1)
+            _signal_after(process, rng.uniform(0.2, 3.0), signal.SIGINT)
+        _, err = _finish(process)
+        err = _our_lines(err)
         if process.returncode == -signal.SIGKILL:
             figures["kills"] += 1
         elif process.returncode == 130:
             figures["ctrl_c"] += 1
-            assert err.count("\n") == 1 and "interrupted" in err, err
-            if started or (run_dir / "config.json").exists():
-                assert f"--resume {run_dir}" in err or "before training started" in err
-        else:
+            assert err.count("\n") == 1, err
+            assert f"continue with python -m tracks.vision --resume {run_dir}" in err or (
+                "interrupted before training started" in err), err
+        else:  # a random signal that came after the end
             assert process.returncode == 0 and fault in ("none", "random", "ctrl-c"), (fault, err[-3000:])
         if started:
             figures["resumes_continued" if "error:" not in err else "resumes_failed"] += 1
@@ -159,24 +193,42 @@ def test_fault_injection_sigkill_at_every_point_and_at_random(tmp_path):
         for model, safe in before_safe.items():  # what was safe before the kill is still there, unchanged
             kept = rows.get(model, [])[:safe]
             figures["rows_lost"] += safe - len(kept)
-            changed = sum(a != b for a, b in zip(kept, before_rows[model][:safe]))
+            changed = sum(a != b for a, b in zip(kept, before_rows[model][:safe]))  # "seconds" would differ
             figures["finished_epochs_retrained"] += changed
             figures["models_retrained_from_scratch"] += int(safe > 0 and changed == safe)
-    assert figures["resumes_failed"] == 0
 
+
+def _differences(run_dir, whole):
+    """|metric - uninterrupted metric| for every epoch row and test error."""
     results = json.loads((run_dir / "results.json").read_text())
-    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    reference = json.loads((whole / "results.json").read_text())
     assert [m["id"] for m in results["models"]] == list(MODELS) and not (run_dir / "backup").exists()
-    differences = []
+    differences = [abs(a["test_error"] - b["test_error"]) for a, b in zip(results["models"], reference["models"])]
     for model in MODELS:
         rows = read_metrics_rows(run_dir / "metrics" / f"{model}.csv")
-        reference_rows = read_metrics_rows(tmp_path / "whole" / "metrics" / f"{model}.csv")
+        reference_rows = read_metrics_rows(whole / "metrics" / f"{model}.csv")
         assert [row["epoch"] for row in rows] == [0, 1, 2]
         differences += [abs(row[key] - ref[key]) for row, ref in zip(rows, reference_rows)
                         for key in ("loss", "accuracy", "val_loss", "val_accuracy")]
-    differences += [abs(a["test_error"] - b["test_error"]) for a, b in zip(results["models"], whole["models"])]
+    return differences
+
+
+@pytest.mark.slow
+def test_fault_injection_sigkill_at_every_point_and_at_random(tmp_path):
+    reference = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "vision", "none", *ARGV,
+                                "--out", str(tmp_path / "whole")], env=_env(), capture_output=True, text=True,
+                               timeout=600)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    figures = {"kills": 0, "ctrl_c": 0, "resumes_continued": 0, "resumes_failed": 0, "rows_lost": 0,
+               "rows_duplicated": 0, "finished_epochs_retrained": 0, "models_retrained_from_scratch": 0}
+    _interrupt_until_done(tmp_path / "points", FAULTS, None, figures)
+    assert figures["kills"] == len(FAULTS)  # every point was reached
+    _interrupt_until_done(tmp_path / "random", RANDOM_FAULTS, random.Random(14), figures)
+    differences = _differences(tmp_path / "points", tmp_path / "whole")
+    differences += _differences(tmp_path / "random", tmp_path / "whole")
     figures["max_difference_to_uninterrupted"] = max(differences)
     print("\nFAULT INJECTION FIGURES", json.dumps(figures))
+    assert figures["resumes_failed"] == 0
     assert figures["rows_lost"] == figures["rows_duplicated"] == 0
     assert figures["finished_epochs_retrained"] == figures["models_retrained_from_scratch"] == 0
     assert figures["max_difference_to_uninterrupted"] <= 1e-5
@@ -194,12 +246,12 @@ def test_fault_injection_a_second_process_on_a_run_in_training_is_refused(tmp_pa
     for argv in (["--resume", run_dir], [*ARGV, "--out", run_dir]):
         second = subprocess.run([sys.executable, "-m", "tracks.vision", *map(str, argv)], env=_env(),
                                 capture_output=True, text=True, timeout=300)
-        lines.append(second.stderr.strip())
-        assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr[-2000:]
+        lines.append(_our_lines(second.stderr).strip())
+        assert second.returncode == 2 and _our_lines(second.stderr).count("\n") == 1, second.stderr[-2000:]
     assert f"is in use by another process (pid {first.pid})" in lines[0]
     assert "already exists and is not empty" in lines[1]
     assert first.poll() is None  # the first one trains on, undisturbed
-    _, err = first.communicate(timeout=600)
+    _, err = _finish(first)
     assert first.returncode == 0, err[-2000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert [m["epochs_trained"] for m in results["models"]] == [6, 6]

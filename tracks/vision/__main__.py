@@ -65,7 +65,13 @@ def prepare(args):
     from tracks.vision.data import fingerprint, parse_source
 
     return start_or_resume(args, TRACK, VisionConfig, PRESETS, parse_source=parse_source,
-                           load_data=load_data, fingerprint=fingerprint)
+                           load_data=load_data, fingerprint=fingerprint, check=check_batch_size)
+
+
+def check_batch_size(config, data):
+    if config.batch_size > len(data.y_train):
+        raise ValueError(f"--batch-size {config.batch_size} is larger than the {len(data.y_train)} "
+                         f"training images; lower it")
 
 
 def evaluation_datasets(config, data):
