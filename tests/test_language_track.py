@@ -47,7 +47,7 @@ def test_smoke_run_on_pydoc_writes_every_file_and_samples(tmp_path, capsys):
     assert out.startswith("def ") and len(out.rstrip("\n")) >= 40
     vocab, model = tmp_path / "run" / "vocab.json", tmp_path / "run" / "best_model.keras"
     good_vocab, good_model = vocab.read_bytes(), model.read_bytes()
-    for path, damage, words in [(vocab, b"{\"kind\": \"residual_keras.CharVocab", "vocab.json cannot be read"),
+    for path, damage, words in [(vocab, b"{\"kind\": \"residual_keras.CharVocab", "vocab.json is not a valid vocabulary"),
                                 (model, good_model[:2000], "best_model.keras cannot be loaded")]:
         path.write_bytes(damage)
         code, _, err = run_cli(main, ["sample", tmp_path / "run"], capsys)
@@ -73,7 +73,7 @@ def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
         handle.write("Whether 'tis nobler in the mind to suffer\n")
     before = snapshot(tmp_path / "run")
     code, _, err = run_cli(main, ["--resume", tmp_path / "run"], capsys)
-    assert code == 2 and "the data differ from those the run was trained on" in err
+    assert code == 2 and "the data differ from those the run was trained on (train_chars: 7740 then" in err
     assert err.count("\n") == 1 and snapshot(tmp_path / "run") == before
 
 

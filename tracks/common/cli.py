@@ -157,7 +157,8 @@ def start_or_resume(args, track, config_cls, presets, *, parse_source, load_data
 
 def refuse_other_data(run, recorded, actual):
     """`ConfigError` when the data found now differ from those a run was trained on."""
-    for key in sorted((set(recorded) | set(actual)) - {"banner"}):
+    keys = [*recorded, *(key for key in actual if key not in recorded)]  # source, sizes, then the hash
+    for key in (key for key in keys if key != "banner"):
         if recorded.get(key) != actual.get(key):
             raise ConfigError(
                 f"--resume {run.path}: the data differ from those the run was trained on "

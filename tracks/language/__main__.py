@@ -28,7 +28,7 @@ from tracks.common.cli import (
     train_command,
     train_parser,
 )
-from tracks.common.run_dir import RunFileError, read_json
+from tracks.common.run_dir import RunFileError, describe_os_error, read_json
 from tracks.common.runtime import CPU_XLA, setup_runtime
 from tracks.common.training import run_grid
 from tracks.language import experiment, report
@@ -149,8 +149,10 @@ def sample(argv):
         return fail(not_sampleable(run_dir))
     try:
         vocab = CharVocabulary.load(vocab_path)
-    except (OSError, ValueError) as error:
-        return fail(f"{vocab_path} cannot be read ({error}); `{PROG} --resume {run_dir}` writes it again")
+    except ValueError as error:  # names the file
+        return fail(f"{error}; {PROG} --resume {run_dir} writes it again")
+    except OSError as error:
+        return fail(f"{describe_os_error(error)}; {PROG} --resume {run_dir} writes it again")
     try:
         check_prompt(vocab, args.prompt)
         prompt = vocab.encode(args.prompt)
