@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -43,6 +45,7 @@ class ToyConfig:
 
 
 PRESETS = {"a": ToyConfig(), "b": ToyConfig(preset="b", rate=0.5, size=7)}
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _parse(argv):
@@ -140,6 +143,7 @@ def test_a_locked_run_refuses_other_processes_until_its_owner_dies(tmp_path):
             time.sleep(60)
         """)],
         stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
