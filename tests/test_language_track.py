@@ -78,7 +78,8 @@ def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
 
 
 def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
-    argv = SMOKE + FAST + ["--xla", "off"]  # XLA's compile time would dominate five starts
+    # Dropout: the resumed model must also draw the masks the uninterrupted one draws.
+    argv = SMOKE + FAST + ["--dropout", "0.1", "--xla", "off"]  # XLA's compile time would dominate five starts
     code, _, err = run_cli(main, argv + ["--out", tmp_path / "whole"], capsys)
     assert code == 0, err
     run_dir = tmp_path / "run"
@@ -89,6 +90,8 @@ def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, capsys, monkey
         with pytest.raises(Killed):
             main([str(a) for a in (["--resume", run_dir] if number else argv + ["--out", run_dir])])
         monkeypatch.undo()
+        if point == "after-checkpoint":
+            assert (run_dir / "backup" / model_id / "epoch-0001.seeds.npz").exists()
     first_rows = read_metrics_rows(run_dir / "metrics" / "pre-1-warmup0.csv")
     code, out, _ = run_cli(main, ["--resume", run_dir], capsys)
     assert code == 0 and "1 of 2 models already finished" in out

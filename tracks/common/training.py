@@ -33,6 +33,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 
 from tracks.common.run_dir import RunFileError, read_json
 
@@ -80,6 +81,11 @@ class Checkpoints:
     written as `partial-epoch-0003.weights.h5`, flushed to the disk, then
     renamed, so a file with a final name is always complete. The newest two
     are kept: should the newest be damaged anyway, the one before is used.
+
+    `save_weights` leaves out the dropout layers' random-number states; they go
+    to `epoch-0003.seeds.npz`, renamed before the weights (which complete a
+    checkpoint), so a resumed model draws the dropout masks an uninterrupted
+    one would.
     """
 
     KEEP = 2
@@ -101,14 +107,25 @@ class Checkpoints:
 
     def save(self, model, epochs_done):
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / f"epoch-{epochs_done:04d}.weights.h5"
-        partial = self.directory / f"partial-{final.name}"
-        model.save_weights(partial)
+        seeds = _seed_states(model)
+        if seeds:
+            self._write(lambda path: np.savez(path, *[state.numpy() for state in seeds]),
+                        self._seeds_path(epochs_done))
+        self._write(model.save_weights, self.directory / f"epoch-{epochs_done:04d}.weights.h5")
+        for old_epoch, old in self.saved()[: -self.KEEP]:
+            old.unlink()
+            self._seeds_path(old_epoch).unlink(missing_ok=True)
+
+    def _write(self, save, final):
+        """`save(path)` beside `final`, flushed to the disk, then renamed to `final`."""
+        partial = final.with_name(f"partial-{final.name}")
+        save(partial)
         with open(partial, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(partial, final)
-        for _, old in self.saved()[: -self.KEEP]:
-            old.unlink()
+
+    def _seeds_path(self, epochs_done):
+        return self.directory / f"epoch-{epochs_done:04d}.seeds.npz"
 
     def restore(self, model, log):
         """Loads the newest readable checkpoint into `model`; returns its epoch (0: none).
@@ -125,6 +142,7 @@ class Checkpoints:
         for epochs_done, path in reversed(candidates):
             try:
                 model.load_weights(path)
+                self._restore_seeds(model, epochs_done)
                 return epochs_done
             except Exception as error:  # h5py raises OSError, Keras ValueError, ...
                 log(f"{path} cannot be read ({type(error).__name__}); trying the checkpoint before it")
@@ -134,6 +152,17 @@ class Checkpoints:
                 f"the model again from epoch 1"
             )
         return 0
+
+    def _restore_seeds(self, model, epochs_done):
+        path, seeds = self._seeds_path(epochs_done), _seed_states(model)
+        if not seeds or not path.exists():
+            return  # no dropout, or a checkpoint written without its seeds
+        with np.load(path) as saved:
+            values = [saved[f"arr_{index}"] for index in range(len(saved.files))]
+        if len(values) != len(seeds):
+            raise ValueError(f"{path} holds {len(values)} random states, the model has {len(seeds)}")
+        for state, value in zip(seeds, values):
+            state.assign(value)
 
     def _keras_backup(self):
         """A checkpoint of keras.callbacks.BackupAndRestore (runs started by earlier versions)."""
@@ -146,6 +175,11 @@ class Checkpoints:
             raise RunFileError(f"{metadata} is damaged (no epoch number); delete {self.directory} "
                                f"to train the model again from epoch 1")
         return [(state["epoch"], weights)]
+
+
+def _seed_states(model):
+    """The random-number states of the model's dropout layers (`keras.random.SeedGenerator`)."""
+    return [variable for variable in model.variables if variable.name == "seed_generator_state"]
 
 
 class DivergenceMonitor(keras.callbacks.Callback):
