@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from track_helpers import Killed, kill_at, run_cli
+from track_helpers import Killed, kill_at, run_cli, snapshot
 from tracks.common.training import read_metrics_rows
 from tracks.language.__main__ import main
 
@@ -45,6 +45,14 @@ def test_smoke_run_on_pydoc_writes_every_file_and_samples(tmp_path, capsys):
                                     "--seed", "1"], capsys)
     assert code == 0, err
     assert out.startswith("def ") and len(out.rstrip("\n")) >= 40
+    vocab, model = tmp_path / "run" / "vocab.json", tmp_path / "run" / "best_model.keras"
+    good_vocab, good_model = vocab.read_bytes(), model.read_bytes()
+    for path, damage, words in [(vocab, b"{\"kind\": \"residual_keras.CharVocab", "vocab.json is not a valid vocabulary"),
+                                (model, good_model[:2000], "best_model.keras cannot be loaded")]:
+        path.write_bytes(damage)
+        code, _, err = run_cli(main, ["sample", tmp_path / "run"], capsys)
+        assert code == 2 and words in err and err.count("\n") == 1
+        path.write_bytes(good_vocab if path == vocab else good_model)
 
 
 def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
@@ -58,29 +66,56 @@ def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
     _check_run(tmp_path / "run", ids, intervals=2)
     vocab = json.loads((tmp_path / "run" / "vocab.json").read_text())
     assert vocab  # the vocabulary of the training text is saved with the run
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["data"] == f"text:{text}" and config["data_fingerprint"]["source"] == f"text:{text}"
+    # The text gained characters since: --resume refuses it before vocab.json is rewritten.
+    with text.open("a") as handle:
+        handle.write("Whether 'tis nobler in the mind to suffer\n")
+    before = snapshot(tmp_path / "run")
+    code, _, err = run_cli(main, ["--resume", tmp_path / "run"], capsys)
+    assert code == 2 and "the data differ from those the run was trained on (train_chars: 7740 then" in err
+    assert err.count("\n") == 1 and snapshot(tmp_path / "run") == before
 
 
-@pytest.mark.parametrize("after_backup", [False, True], ids=["before-backup", "after-backup"])
-def test_killed_run_resumes_without_losing_or_duplicating(tmp_path, capsys, monkeypatch, after_backup):
+def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
+    # Dropout: the resumed model must also draw the masks the uninterrupted one draws.
+    argv = SMOKE + FAST + ["--dropout", "0.1", "--xla", "off"]  # XLA's compile time would dominate five starts
+    code, _, err = run_cli(main, argv + ["--out", tmp_path / "whole"], capsys)
+    assert code == 0, err
     run_dir = tmp_path / "run"
-    argv = SMOKE + FAST + ["--out", run_dir]
-    kill_at(monkeypatch, "plain-1-warmup0", 0, after_backup=after_backup)
-    with pytest.raises(Killed):
-        main([str(a) for a in argv])
-    monkeypatch.undo()
+    for number, (model_id, point) in enumerate([("pre-1-warmup0", "after-checkpoint"),
+                                               ("pre-1-warmup0", "before-record"),
+                                               ("plain-1-warmup0", "after-row")]):
+        kill_at(monkeypatch, model_id, point)
+        with pytest.raises(Killed):
+            main([str(a) for a in (["--resume", run_dir] if number else argv + ["--out", run_dir])])
+        monkeypatch.undo()
+        if point == "after-checkpoint":
+            assert (run_dir / "backup" / model_id / "epoch-0001.seeds.npz").exists()
+    first_rows = read_metrics_rows(run_dir / "metrics" / "pre-1-warmup0.csv")
     code, out, _ = run_cli(main, ["--resume", run_dir], capsys)
     assert code == 0 and "1 of 2 models already finished" in out
-    _check_run(run_dir, ["pre-1-warmup0", "plain-1-warmup0"], intervals=2)
+    results = _check_run(run_dir, ["pre-1-warmup0", "plain-1-warmup0"], intervals=2)
+    assert read_metrics_rows(run_dir / "metrics" / "pre-1-warmup0.csv") == first_rows  # never retrained
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    for entry, reference in zip(results["models"], whole["models"]):
+        assert entry["id"] == reference["id"]
+        for key in ("train_loss", "val_loss"):
+            assert entry[key] == pytest.approx(reference[key], rel=1e-5)
+        assert entry["sample"] == reference["sample"]
 
 
 def test_a_diverging_model_is_a_result(tmp_path, capsys):
     argv = SMOKE + FAST + ["--variants", "rezero", "--learning-rate", "1e30", "--min-learning-rate", "1e29",
                            "--grad-clip", "0", "--out", tmp_path / "run"]
-    code, _, _ = run_cli(main, argv, capsys)
+    code, out, _ = run_cli(main, argv, capsys)
     assert code == 0
     (entry,) = json.loads((tmp_path / "run" / "results.json").read_text())["models"]
     assert entry["diverged"] and entry["sample"] is None
+    assert f"rezero-1-warmup0 diverged at step {entry['diverged_step']} in" in out
     assert "diverged" in (tmp_path / "run" / "summary.md").read_text()
+    code, _, err = run_cli(main, ["sample", tmp_path / "run"], capsys)
+    assert code == 2 and "every model of" in err and "diverged (1 of 1)" in err
 
 
 @pytest.mark.parametrize(
@@ -92,9 +127,19 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--data", "wikipedia"], "wikipedia"),
         (["--data", "text:/no/such/file.txt"], "/no/such/file.txt"),
         (["--prompt", "\u2603"], "\u2603"),
+        (["--instrument-sequences", "0"], "--instrument-sequences must be >= 1, got 0"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["--sample-chars", "-1"], "--sample-chars must be >= 1, got -1"),
+        (["--beta2", "2"], "--beta2 must be in [0, 1), got 2.0"),
+        (["--grad-clip", "-1"], "--grad-clip must be >= 0 (0 = off), got -1.0"),
+        (["--weight-decay", "-1"], "--weight-decay must be >= 0, got -1.0"),
+        (["--eval-batches", "0"], "--eval-batches must be >= 1"),
+        (["--warmup-steps", "0,10,0"], "--warmup-steps lists 0 more than once"),
+        (["--strategy", "multiworker"], "needs the TF_CONFIG environment variable"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, extra, message):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
     code, _, err = run_cli(main, SMOKE + extra + ["--out", tmp_path / "run"], capsys)
     assert code == 2
     assert message in err and err.count("\n") == 1

@@ -1,6 +1,5 @@
 """The notebooks run top to bottom (solutions included) with tiny settings."""
 
-import os
 import pathlib
 
 import pytest

@@ -1,13 +1,17 @@
 """End to end: `python -m tracks.vision` on synthetic data and on an image folder."""
 
+import dataclasses
 import json
+import os
+import pathlib
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from track_helpers import Killed, kill_at, run_cli
-from tracks.common.training import read_metrics_rows
+from track_helpers import Killed, kill_at, run_cli, snapshot
+from tracks.common.run_dir import RunDirectory
+from tracks.common.training import Checkpoints, read_metrics_rows
 from tracks.vision.__main__ import main
 
 SMOKE = ["--preset", "smoke", "--data", "synthetic"]
@@ -62,23 +66,94 @@ def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     code, _, err = run_cli(main, argv, capsys)
     assert code == 0, err
     results = _check_run(tmp_path / "run", depths=(8,))
-    assert results["dataset"].startswith("folder:")
+    assert results["dataset"] == f"folder:{tmp_path / 'images'}"
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["data"] == f"folder:{tmp_path / 'images'}"  # absolute, as resolved
+    assert config["data_fingerprint"]["train_images"] == 64
+    # The folder changed since: --resume refuses it before writing anything.
+    Image.fromarray(np.zeros((32, 32, 3), "uint8")).save(tmp_path / "images" / "train" / "cat" / "0.png")
+    before = snapshot(tmp_path / "run")
+    code, _, err = run_cli(main, ["--resume", tmp_path / "run"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "the data differ from those the run was trained on (sha256:" in err
+    assert snapshot(tmp_path / "run") == before
 
 
-@pytest.mark.parametrize("after_backup", [False, True], ids=["before-backup", "after-backup"])
-def test_killed_run_resumes_without_losing_or_duplicating(tmp_path, capsys, monkeypatch, after_backup):
+def _rows(run_dir):
+    return {path.stem: read_metrics_rows(path) for path in sorted((run_dir / "metrics").glob("*.csv"))}
+
+
+def _finished_rows(run_dir):
+    """The CSV rows of epochs that are safe: checkpointed, or of a recorded model."""
+    recorded = {m["id"] for m in json.loads((run_dir / "results.json").read_text())["models"]}
+    finished = {}
+    for model, rows in _rows(run_dir).items():
+        saved = Checkpoints(run_dir / "backup" / model).saved()
+        finished[model] = rows if model in recorded else rows[:saved[-1][0] if saved else 0]
+    return finished
+
+
+def test_killed_at_every_point_resumes_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
+    """Kill the run at each point of a model's life (and press Ctrl-C once); every resume
+    continues where it stopped, and the end is the uninterrupted run's result."""
+    from tracks.common import tfds_source
+
+    argv = ["--preset", "smoke", "--data", "auto", "--depths", "8", "--epochs", "3", "--train-size", "64"]
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "unavailable")  # offline
+    code, _, err = run_cli(main, argv + ["--out", tmp_path / "whole"], capsys)
+    assert code == 0, err
     run_dir = tmp_path / "run"
-    argv = SMOKE + ["--depths", "8", "--epochs", "3", "--out", run_dir]
-    kill_at(monkeypatch, "residual-8", 0, after_backup=after_backup)
-    with pytest.raises(Killed):
-        main([str(a) for a in argv])
-    monkeypatch.undo()
+    kills = [("plain-8", "inside-save", 0), ("plain-8", "after-row", 1), ("plain-8", "before-record", 0),
+             ("residual-8", "after-checkpoint", 0), ("residual-8", "after-record", 0)]
+    for number, (model_id, point, epoch) in enumerate(kills):
+        kill_at(monkeypatch, model_id, point, epoch)
+        resume = ["--resume", run_dir] if number else argv + ["--out", run_dir]
+        finished_rows = _finished_rows(run_dir) if number else {}
+        with pytest.raises(Killed):
+            main([str(a) for a in resume])
+        monkeypatch.undo()
+        capsys.readouterr()
+        # "auto" fell back to synthetic when the run started; a resume never asks again.
+        monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: pytest.fail("auto resolved again"))
+        for model, rows in finished_rows.items():  # finished epochs are never trained again
+            assert _rows(run_dir)[model][:len(rows)] == rows  # (their "seconds" would differ)
     results = json.loads((run_dir / "results.json").read_text())
-    assert [m["id"] for m in results["models"]] == ["plain-8"]  # the first finished
-    code, out, _ = run_cli(main, ["--resume", run_dir], capsys)
-    assert code == 0
-    assert "1 of 2 models already finished" in out
-    _check_run(run_dir, config_epochs=3, depths=(8,))
+    assert [m["id"] for m in results["models"]] == ["plain-8", "residual-8"]
+    assert (run_dir / "backup" / "residual-8").is_dir()  # recorded, killed before the backup was deleted
+
+    # Ctrl-C: one line saying how to resume, exit 130, the lock released.
+    monkeypatch.setattr(RunDirectory, "update_results", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt))
+    code, _, err = run_cli(main, ["--resume", run_dir], capsys)
+    assert code == 130 and err.count("\n") == 1
+    assert f"continue with python -m tracks.vision --resume {run_dir}" in err
+    monkeypatch.undo()
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: pytest.fail("auto resolved again"))
+
+    code, out, err = run_cli(main, ["--resume", run_dir], capsys)
+    assert code == 0, err
+    assert "2 of 2 models already finished" in out and not (run_dir / "backup").exists()
+    results = _check_run(run_dir, config_epochs=3, depths=(8,))
+    assert results["dataset"] == "synthetic" and "SYNTHETIC IMAGES" in results["banner"]
+    # Deterministic pipelines, seeds and checkpoints: the same numbers as the uninterrupted run.
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    for entry, reference in zip(results["models"], whole["models"]):
+        assert entry["id"] == reference["id"]
+        assert entry["train_error"] == pytest.approx(reference["train_error"], abs=1e-6)
+        assert entry["test_error"] == pytest.approx(reference["test_error"], abs=1e-6)
+        for row, reference_row in zip(_rows(run_dir)[entry["id"]], _rows(tmp_path / "whole")[entry["id"]]):
+            for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+                assert row[key] == pytest.approx(reference_row[key], rel=1e-5, abs=1e-6), (entry["id"], key)
+
+    # Options given with --resume: refused before anything is touched, or applied with a word.
+    before = snapshot(run_dir)
+    for extra, words in [(["--epochs", "5"], "--epochs cannot change"), (["--out", tmp_path / "x"], "cannot be combined"),
+                         (["--preset", "quick"], "--preset cannot change")]:
+        code, _, err = run_cli(main, ["--resume", run_dir, *extra], capsys)
+        assert code == 2 and words in err and err.count("\n") == 1
+    assert snapshot(run_dir) == before
+    code, out, _ = run_cli(main, ["--resume", run_dir, "--xla", "off"], capsys)
+    assert code == 0 and "resume: applying --xla off" in out
+    assert json.loads((run_dir / "config.json").read_text())["xla"] == "off"
 
 
 def test_a_diverging_model_is_a_result(tmp_path, capsys):
@@ -100,19 +175,87 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--variants", "plain,wide"], "unknown variant 'wide'"),
         (["--preset", "huge"], "unknown preset 'huge'"),
         (["--data", "imagenet"], "imagenet"),
+        (["--momentum", "1.5"], "--momentum must be in [0, 1), got 1.5"),
+        (["--weight-decay", "-1"], "--weight-decay must be >= 0, got -1.0"),
+        (["--instrument-images", "0"], "--instrument-images must be >= 1, got 0"),
+        (["--lesion-images", "0"], "--lesion-images must be >= 1, got 0"),
+        (["--curve-eval-size", "-5"], "--curve-eval-size must be >= 1"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["--learning-rate", "inf"], "--learning-rate must be > 0 and finite"),
+        (["--depths", "8,14,8"], "--depths lists 8 more than once"),
+        (["--variants", "plain,residual,plain"], "--variants lists plain more than once"),
+        (["--strategy", "multiworker"], "needs the TF_CONFIG environment variable"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, extra, message):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
     code, _, err = run_cli(main, SMOKE + extra + ["--out", tmp_path / "run"], capsys)
     assert code == 2
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
 
 
+def test_an_unusable_out_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code, _, err = run_cli(main, SMOKE + ["--out", tmp_path / "file"], capsys)
+    assert code == 2 and "is a file, not a directory; choose another --out" in err
+    code, _, err = run_cli(main, SMOKE + ["--out", tmp_path / "file" / "run"], capsys)
+    assert code == 2 and "cannot create the run directory" in err and err.count("\n") == 1
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    if os.access(read_only, os.W_OK):  # root ignores permissions: take a directory the kernel refuses
+        read_only = pathlib.Path("/sys/residual-keras-run")
+    code, _, err = run_cli(main, SMOKE + ["--out", read_only / "run"], capsys)
+    assert code == 2 and str(read_only) in err and "choose another --out" in err
+    assert err.count("\n") == 1
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def _started_run(tmp_path, epochs=2):
+    """A run directory as a killed run leaves it before training (no model trained yet)."""
+    from tracks.common.run_dir import RunDirectory
+    from tracks.vision.data import fingerprint, load_vision_data
+    from tracks.vision.presets import PRESETS
+
+    config = dataclasses.replace(PRESETS["smoke"], data="synthetic", depths=(8,), variants=("residual",),
+                                 epochs=epochs, train_size=64)
+    data = load_vision_data("synthetic", seed=0, train_size=64, log=lambda line: None,
+                            synthetic_examples=(10_000, 2_000))
+    run = RunDirectory.create("vision", config, out=tmp_path / "run",
+                              data_fingerprint={**fingerprint(data), "banner": None})
+    run.update_results(initialisation={})  # as if the instruments had run
+    run.release()
+    return run.path
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda run: (run / "results.json").write_text("{\"models\": [{"), "results.json is damaged"),
+        (lambda run: (run / "config.json").write_text("[\"depths\", 8]"), "config.json does not describe a run"),
+        (lambda run: (run / "metrics").mkdir() or (run / "metrics" / "residual-8.csv").write_text(
+            "epoch,loss\n0,\x00zz\n"), "residual-8.csv is damaged"),
+        (lambda run: (run / "backup" / "residual-8").mkdir(parents=True) or (
+            run / "backup" / "residual-8" / "epoch-0001.weights.h5").write_bytes(b"\x89HDF garbage"),
+         "no checkpoint in"),
+    ],
+    ids=["results", "config-list", "metrics-csv", "checkpoint"],
+)
+def test_a_damaged_run_file_is_one_line_naming_it(tmp_path, capsys, damage, words):
+    run_dir = _started_run(tmp_path)
+    damage(run_dir)
+    code, _, err = run_cli(main, ["--resume", run_dir], capsys)
+    assert code == 2 and words in err and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
 def test_bad_folders_and_foreign_resume_dirs(tmp_path, capsys):
     (tmp_path / "images" / "train" / "cat").mkdir(parents=True)
     code, _, err = run_cli(main, ["--data", f"folder:{tmp_path / 'images'}", "--out", tmp_path / "run"], capsys)
     assert code == 2 and "test" in err and not (tmp_path / "run").exists()
+    _write_image_folder(tmp_path / "one-class", classes=("cat",), per_class=4)
+    code, _, err = run_cli(main, ["--data", f"folder:{tmp_path / 'one-class'}", "--out", tmp_path / "run"], capsys)
+    assert code == 2 and "has one class only ('cat')" in err and not (tmp_path / "run").exists()
     foreign = tmp_path / "lang"
     foreign.mkdir()
     (foreign / "config.json").write_text(json.dumps({"track": "language"}))
@@ -134,6 +277,9 @@ def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     assert summary["zero-gamma-14"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)
     assert summary["plain-14"]["jacobian_norm"] > 2.0
     assert not (tmp_path / "diag" / "metrics").exists()  # nothing was trained
+    code, _, err = run_cli(main, argv, capsys)  # diagnose never resumes: it asks for a new --out
+    assert code == 2 and "choose another --out (diagnose always writes a new directory)" in err
+    assert "--resume" not in err
 
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):

@@ -1,8 +1,22 @@
 """Running a track's CLI in-process, and simulating a killed process, for the track tests."""
 
+import hashlib
+import json
+
 import keras
 
 from tracks.common import training
+from tracks.common.run_dir import RunDirectory
+
+# Where `kill_at` can stop a run, in the order they happen for one model.
+KILL_POINTS = (
+    "inside-save",  # half of a checkpoint file is written
+    "after-row",  # the epoch's CSV row is written, its checkpoint is not
+    "after-checkpoint",  # the epoch's checkpoint is written
+    "before-record",  # trained and evaluated; the results entry is not written
+    "inside-record",  # half of the new results.json is written
+    "after-record",  # the results entry is written; the checkpoints are not yet deleted
+)
 
 
 def run_cli(main, argv, capsys):
@@ -16,25 +30,56 @@ class Killed(BaseException):
     """Stands for SIGKILL: not an Exception, so nothing in the code catches it."""
 
 
-def kill_at(monkeypatch, model_id, epoch, *, after_backup):
-    """Makes training die at the end of `epoch` of `model_id`.
+def raise_killed():
+    raise Killed
 
-    after_backup=False: after the CSV row is written, before the backup is
-    saved (the worst case: the row must be rewritten, not duplicated).
-    after_backup=True: after the backup (the epoch must not be trained again).
+
+def kill_at(monkeypatch, model_id, point, epoch=0, die=raise_killed):
+    """Makes training die at `point` (one of `KILL_POINTS`) of `model_id`.
+
+    The epoch points ("inside-save", "after-row", "after-checkpoint") are
+    those of the end of `epoch` (0-based). `die` is how: by default it raises
+    `Killed`; a subprocess passes a real SIGKILL.
     """
-    original_end = training.EpochLog.on_epoch_end
-    original_backup_end = keras.callbacks.BackupAndRestore.on_epoch_end
+    assert point in KILL_POINTS, point
+    save_checkpoint = training.Checkpoints.save
+    save_weights = keras.Model.save_weights
+    record_model = RunDirectory.record_model
 
-    def epoch_log_end(self, this_epoch, logs=None):
-        original_end(self, this_epoch, logs)
-        if not after_backup and self.path.stem == model_id and this_epoch == epoch:
-            raise Killed
+    def checkpoint(self, model, epochs_done):
+        if self.directory.name == model_id and epochs_done == epoch + 1:
+            if point == "after-row":
+                die()
+            if point == "inside-save":
+                monkeypatch.setattr(keras.Model, "save_weights", half_written)
+        save_checkpoint(self, model, epochs_done)
+        if self.directory.name == model_id and epochs_done == epoch + 1 and point == "after-checkpoint":
+            die()
 
-    def backup_end(self, this_epoch, logs=None):
-        original_backup_end(self, this_epoch, logs)
-        if after_backup and self.backup_dir.endswith(model_id) and this_epoch == epoch:
-            raise Killed
+    def half_written(self, filepath, *args, **kwargs):
+        save_weights(self, filepath, *args, **kwargs)
+        with open(filepath, "r+b") as handle:
+            handle.truncate(handle.seek(0, 2) // 2)
+        die()
 
-    monkeypatch.setattr(training.EpochLog, "on_epoch_end", epoch_log_end)
-    monkeypatch.setattr(keras.callbacks.BackupAndRestore, "on_epoch_end", backup_end)
+    def record(self, entry):
+        if entry["id"] == model_id and point == "before-record":
+            die()
+        if entry["id"] == model_id and point == "inside-record":
+            text = json.dumps({**self.read_results(), "models": self.read_results()["models"] + [entry]})
+            (self.path / "results.json.tmp").write_text(text[: len(text) // 2])
+            die()
+        record_model(self, entry)
+        if entry["id"] == model_id and point == "after-record":
+            die()
+
+    monkeypatch.setattr(training.Checkpoints, "save", checkpoint)
+    monkeypatch.setattr(RunDirectory, "record_model", record)
+
+
+def snapshot(directory):
+    """{relative path: sha256} of every file under `directory` (to prove nothing changed)."""
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*")) if path.is_file()
+    }

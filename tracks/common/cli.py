@@ -1,10 +1,27 @@
-"""What both tracks' command lines share: options, errors, logging, time estimates."""
+"""What both tracks' command lines share: options, errors, logging, time estimates.
+
+How a training command treats its run directory:
+
+1. `start_or_resume` does everything that can fail on bad input first (the
+   options, the strategy's requirements, loading the data, the resumed run's
+   config and data fingerprint) and only then creates or locks the run.
+2. `train_command` trains while holding the run's lock. Ctrl-C is one line
+   saying how to resume (exit 130); a damaged or unwritable file is one line
+   naming it (exit 2); nothing is ever a traceback for the user.
+"""
 
 import argparse
+import dataclasses
+import os
 import sys
 
-from tracks.common.config import ConfigError, add_config_options, config_from_args
-from tracks.common.run_dir import RunDirectory
+from tracks.common.config import ConfigError, add_config_options, config_from_args, given_options, option_name
+from tracks.common.run_dir import RunDirectory, describe_os_error
+
+# Options that say how or where a run computes, not what it computes: given
+# with --resume they apply (another machine, another number of GPUs). Every
+# other option comes from the run's config.json.
+APPLIED_ON_RESUME = ("data_dir", "xla", "strategy", "steps_per_execution")
 
 
 def log(message):
@@ -24,15 +41,17 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--preset", default=default_preset,
+        "--preset", default=None,
         help=f"starting values for every option ({', '.join(presets)}; default: {default_preset}); "
              "options given on the command line override them",
     )
+    parser.set_defaults(default_preset=default_preset)
     parser.add_argument("--out", default=None, help="run directory to create (default: runs/<track>-<timestamp>)")
     parser.add_argument(
         "--resume", default=None, metavar="RUN_DIR",
         help="continue an interrupted run: finished models are skipped, the one in training "
-             "resumes from its last epoch; the run's own config.json is used",
+             "resumes from its last epoch; the run's own config.json is used (of the other "
+             f"options only {', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given)",
     )
     add_config_options(parser, config_cls)
     return parser
@@ -54,11 +73,131 @@ def prefetch_command(prog, dataset, argv):
 
 
 def resolve_config(args, track, config_cls, presets):
-    """(config, run or None): a resumed run's own config, or the preset plus options."""
-    if args.resume:
-        run, config = RunDirectory.resume(track, args.resume, config_cls)
-        return config, run
-    return config_from_args(args, presets, config_cls), None
+    """(config, run or None, recorded data fingerprint or None).
+
+    A new run: the preset plus the options given. `--resume RUN`: RUN's own
+    config (RUN is locked), with the options of `APPLIED_ON_RESUME` applied;
+    any other option is refused before anything is read or written.
+    """
+    if not args.resume:
+        return config_from_args(args, presets, config_cls), None, None
+    if args.out is not None:
+        raise ConfigError("--out and --resume cannot be combined: a resumed run stays in its directory")
+    given = given_options(args, config_cls)
+    refused = (["--preset"] if args.preset is not None else []) + [
+        option_name(name) for name in given if name not in APPLIED_ON_RESUME
+    ]
+    if refused:
+        raise ConfigError(
+            f"--resume continues {args.resume} with its own config.json; {', '.join(refused)} cannot "
+            f"change there (leave them out, or start a new run with --out); only "
+            f"{', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given"
+        )
+    run, config, recorded = RunDirectory.resume(track, args.resume, config_cls)
+    if given:
+        try:
+            config = dataclasses.replace(config, **given)
+        except (TypeError, ValueError) as error:
+            run.release()
+            raise ConfigError(str(error)) from None
+        log("resume: applying " + ", ".join(f"{option_name(name)} {value}" for name, value in given.items())
+            + " (how the run computes, not what it computes; written to config.json)")
+    return config, run, recorded
+
+
+def start_or_resume(args, track, config_cls, presets, *, parse_source, load_data, fingerprint,
+                    check=None, reuse_hint=None):
+    """Everything that can fail on bad input, then the run directory: (config, run, data).
+
+    Nothing is written before the options, the strategy, the data and (for
+    `--resume`) the run's data fingerprint have been checked.
+
+    Args:
+        parse_source: the track's `parse_source` (makes data paths absolute).
+        load_data: callable(config, source) -> data; `source` is the source a
+            resumed run resolved when it started ("auto" is not resolved again),
+            None for a new run.
+        fingerprint: callable(data) -> dict identifying the data.
+        check: optional callable(config, data) raising `ValueError` (e.g. the prompt).
+
+    Raises:
+        ConfigError, ValueError, OSError: one line for the user; no run is left locked.
+    """
+    from tracks.common.runtime import check_strategy
+
+    config, run, recorded = resolve_config(args, track, config_cls, presets)
+    try:
+        check_strategy(config.strategy)
+        config = dataclasses.replace(
+            config, data=parse_source(config.data),
+            data_dir=None if config.data_dir is None else os.path.abspath(os.path.expanduser(config.data_dir)),
+        )
+        data = load_data(config, recorded.get("source") if recorded else None)
+        if check is not None:
+            check(config, data)
+        actual = {**fingerprint(data), "banner": data.banner}
+        if run is None:
+            kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
+            return config, RunDirectory.create(track, config, out=args.out, data_fingerprint=actual,
+                                               **kwargs), data
+        if recorded is None:
+            log(f"{run.config_path} records no data fingerprint (an older run): the data cannot be "
+                f"checked; recording the data used from now on")
+        else:
+            refuse_other_data(run, recorded, actual)
+            data = dataclasses.replace(data, banner=recorded.get("banner"))
+            actual["banner"] = data.banner
+        run.update_config(config, actual)
+        return config, run, data
+    except BaseException:
+        if run is not None:
+            run.release()
+        raise
+
+
+def refuse_other_data(run, recorded, actual):
+    """`ConfigError` when the data found now differ from those a run was trained on."""
+    keys = [*recorded, *(key for key in actual if key not in recorded)]  # source, sizes, then the hash
+    for key in (key for key in keys if key != "banner"):
+        if recorded.get(key) != actual.get(key):
+            raise ConfigError(
+                f"--resume {run.path}: the data differ from those the run was trained on "
+                f"({key}: {str(recorded.get(key))[:80]} then, {str(actual.get(key))[:80]} now); "
+                f"restore those data (config.json's data_fingerprint describes them) or start a new run"
+            )
+
+
+def train_command(prog, prepare, train):
+    """Runs a track's training and returns the exit code.
+
+    Args:
+        prog: the command, for the resume hint ("python -m tracks.vision").
+        prepare: callable() -> (config, run, data), checking everything
+            before anything is written (see `start_or_resume`).
+        train: callable(config, run, data), run while the run's lock is held.
+    """
+    try:
+        config, run, data = prepare()
+    except KeyboardInterrupt:
+        print("interrupted before training started", file=sys.stderr, flush=True)
+        return 130
+    except OSError as error:
+        return fail(f"{describe_os_error(error)}")
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    try:
+        train(config, run, data)
+        return 0
+    except KeyboardInterrupt:
+        print(f"interrupted; finished epochs and models are kept: continue with "
+              f"{prog} --resume {run.path}", file=sys.stderr, flush=True)
+        return 130
+    except ConfigError as error:  # a damaged file found during the run
+        return fail(str(error))
+    except OSError as error:
+        return fail(f"{describe_os_error(error)}; fix that, then continue with {prog} --resume {run.path}")
+    finally:
+        run.release()
 
 
 def announce(run, config, runtime, specs, estimated_seconds, data_line):
@@ -75,11 +214,11 @@ def announce(run, config, runtime, specs, estimated_seconds, data_line):
 
 
 def diagnose_command(prog, track, config_cls, presets, default_preset, argv, *,
-                     load_data, initial_instruments, title):
+                     parse_source, load_data, fingerprint, initial_instruments, title):
     """`python -m tracks.X diagnose`: the grid's instruments at initialisation, no training.
 
     Args:
-        load_data: callable(config) -> the track's data (raises ValueError on bad input).
+        parse_source, load_data, fingerprint: as for `start_or_resume`.
         initial_instruments: callable(config, data, out_dir) -> summary dict.
         title: the heading of the run's summary.md.
     """
@@ -91,20 +230,22 @@ def diagnose_command(prog, track, config_cls, presets, default_preset, argv, *,
                           config_cls, presets, default_preset)
     args = parser.parse_args(argv)
     if args.resume:
-        return fail("diagnose does not resume: it trains nothing")
-    try:
-        config, _ = resolve_config(args, track, config_cls, presets)
-        data = load_data(config)
-        run = RunDirectory.create(f"{track}-diagnose", config, out=args.out)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    setup_runtime("fp32", "off", "none", seed=config.seed)
-    summary = initial_instruments(config, data, run.path)
-    run.update_results(track=f"{track}-diagnose", dataset=data.name, banner=data.banner,
-                       initialisation=summary)
-    instruments.write_diagnose_summary(run, title, summary, data.banner)
-    log(f"done: {run.path / 'summary.md'}")
-    return 0
+        return fail("diagnose does not resume: it trains nothing; run it again with a new --out")
+
+    def prepare():
+        return start_or_resume(args, f"{track}-diagnose", config_cls, presets, parse_source=parse_source,
+                               load_data=load_data, fingerprint=fingerprint,
+                               reuse_hint="choose another --out (diagnose always writes a new directory)")
+
+    def diagnose(config, run, data):
+        setup_runtime("fp32", "off", "none", seed=config.seed)
+        summary = initial_instruments(config, data, run.path)
+        run.update_results(track=f"{track}-diagnose", dataset=data.name, banner=data.banner,
+                           initialisation=summary)
+        instruments.write_diagnose_summary(run, title, summary, data.banner)
+        log(f"done: {run.path / 'summary.md'}")
+
+    return train_command(f"{prog} diagnose", prepare, diagnose)
 
 
 def format_minutes(seconds):
@@ -113,4 +254,5 @@ def format_minutes(seconds):
     return f"{seconds / 60:.1f} min"
 
 
-__all__ = ["ConfigError", "announce", "diagnose_command", "fail", "prefetch_command", "format_minutes", "log", "resolve_config", "train_parser"]
+__all__ = ["ConfigError", "announce", "diagnose_command", "fail", "prefetch_command", "format_minutes", "log",
+           "resolve_config", "start_or_resume", "train_command", "train_parser"]

@@ -11,11 +11,21 @@ written to `config.json` in the run directory, which `--resume` reads back.
 import argparse
 import dataclasses
 import json
+import os
+import types
 import typing
 
 
 class ConfigError(ValueError):
     """Bad user input: the CLI prints the message and exits with code 2."""
+
+
+def refuse_repeats(option, values):
+    """`ValueError` when a grid option lists a value twice (the same model would train twice)."""
+    repeated = sorted({value for value in values if values.count(value) > 1}, key=values.index)
+    if repeated:
+        raise ValueError(f"{option} lists {', '.join(map(str, repeated))} more than once; "
+                         f"give each value once")
 
 
 def _is_tuple(hint):
@@ -69,24 +79,30 @@ def add_config_options(parser, config_cls, *, skip=()):
         parser.add_argument(option_name(field.name), dest=field.name, **_option_kwargs(field, hints))
 
 
-def config_from_args(args, presets, config_cls):
-    """The preset named `args.preset`, with every option the user gave applied.
-
-    Raises:
-        ConfigError: unknown preset, or a value the dataclass rejects.
-    """
-    if args.preset not in presets:
-        raise ConfigError(
-            f"unknown preset {args.preset!r}; choose one of: {', '.join(presets)}"
-        )
-    base = presets[args.preset]
-    given = {
+def given_options(args, config_cls):
+    """{field name: value} of every config option given on the command line."""
+    return {
         field.name: getattr(args, field.name)
         for field in dataclasses.fields(config_cls)
         if field.name != "preset" and getattr(args, field.name, None) is not None
     }
+
+
+def config_from_args(args, presets, config_cls):
+    """The preset named `args.preset`, with every option the user gave applied.
+
+    `args.preset` None means the parser's default preset (`args.default_preset`).
+
+    Raises:
+        ConfigError: unknown preset, or a value the dataclass rejects.
+    """
+    preset = args.preset if args.preset is not None else args.default_preset
+    if preset not in presets:
+        raise ConfigError(
+            f"unknown preset {preset!r}; choose one of: {', '.join(presets)}"
+        )
     try:
-        return dataclasses.replace(base, preset=args.preset, **given)
+        return dataclasses.replace(presets[preset], preset=preset, **given_options(args, config_cls))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
 
@@ -95,25 +111,57 @@ def config_to_dict(config):
     return dataclasses.asdict(config)
 
 
+def _has_type(value, hint):
+    """True when a JSON value fits a config field's type hint (int is not bool)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if _is_tuple(hint):
+        return isinstance(value, (list, tuple)) and all(_has_type(item, args[0]) for item in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
 def config_from_dict(config_cls, data):
-    """Rebuilds a config written by `config_to_dict` (tuples come back from lists)."""
+    """Rebuilds a config written by `config_to_dict` (tuples come back from lists).
+
+    Raises:
+        ConfigError: `data` is not a dict, a value has the wrong type, or the
+            dataclass rejects the values. Keys that are not fields are ignored.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a JSON object of options, found a {type(data).__name__}")
     hints = typing.get_type_hints(config_cls)
     values = {}
     for field in dataclasses.fields(config_cls):
         if field.name not in data:
             continue
         value = data[field.name]
-        if _is_tuple(hints[field.name]) and isinstance(value, list):
+        if not _has_type(value, hints[field.name]):
+            raise ConfigError(f"{field.name} should be of type {hints[field.name]}, found {value!r}")
+        if _is_tuple(hints[field.name]):
             value = tuple(value)
         values[field.name] = value
     try:
         return config_cls(**values)
     except (TypeError, ValueError) as error:
-        raise ConfigError(f"config.json does not describe a valid run: {error}") from None
+        raise ConfigError(str(error)) from None
 
 
 def write_json(path, data):
-    """Writes JSON atomically (a crash never leaves half a file)."""
+    """Writes JSON atomically: a crash, even a power cut, never leaves half a file.
+
+    The text goes to `path.tmp`, is flushed to the disk, then renamed over `path`
+    (a rename is atomic on POSIX file systems).
+    """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
+    with open(tmp, "w") as handle:
+        handle.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

@@ -1,65 +1,208 @@
 """The run directory: everything a run writes, and what `--resume` reads back.
 
     runs/<track>-<timestamp>/
-      config.json          the frozen config (plus the track's name)
+      .lock                the process that owns the run holds an exclusive lock on it
+      config.json          the frozen config, the track's name and the data's fingerprint
       results.json         one entry per finished model, rewritten after each
       metrics/<model>.csv  per-epoch metrics of each model
-      backup/<model>/      Keras BackupAndRestore state of the model in training
+      backup/<model>/      checkpoints of a model until its results entry is recorded
       *.png, summary.md    the track's report
 
 Nothing is ever overwritten by a new run: a new run needs a new (or empty)
 directory; `--resume` continues one written by the same track.
+
+Two promises make a long run safe to interrupt in any way:
+
+- One process at a time. Opening a run takes an exclusive `flock` on
+  `.lock`, held until the process ends. The operating system releases it
+  when the process dies, however it dies, so a killed run never blocks its
+  own `--resume`; a second process is refused before it writes anything.
+- No half-written file. Every file is written beside its final name, flushed
+  to the disk and renamed over it (`write_json`, `save_model`): a reader
+  sees the old file or the new one, never a mix.
+
+A file that is damaged anyway (edited by hand, a broken disk) is a
+`RunFileError`: one line naming the file and what to do, never a traceback.
 """
 
 import datetime
 import json
+import os
 import pathlib
+import shutil
 
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
 
+try:
+    import fcntl
+except ImportError:  # Windows: runs are not locked there
+    fcntl = None
+
+LOCK_NAME = ".lock"
+
+
+class RunFileError(ConfigError):
+    """A file of a run directory cannot be read or written (one line for the user)."""
+
+
+def read_json(path, what_to_do):
+    """The JSON in `path`; a `RunFileError` naming the file and `what_to_do` otherwise."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError as error:
+        raise RunFileError(f"cannot read {path} ({error.strerror}); {what_to_do}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunFileError(
+            f"{path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); {what_to_do}"
+        ) from None
+
+
+def describe_os_error(error):
+    """'FILE: reason' for an `OSError` (the file first, when it is known)."""
+    where = error.filename if error.filename is not None else "a file"
+    return f"{where}: {error.strerror or error}"
+
 
 class RunDirectory:
-    """Paths and bookkeeping of one run of a track."""
+    """Paths and bookkeeping of one run of a track, locked for one process."""
 
     def __init__(self, path, track):
         self.path = pathlib.Path(path)
         self.track = track
+        self._lock_fd = None
 
     # Creating and reopening -------------------------------------------------
 
     @classmethod
-    def create(cls, track, config, out=None, runs_root="runs"):
-        """A new run directory for `config`; refuses to reuse a non-empty one."""
+    def create(cls, track, config, out=None, runs_root="runs", data_fingerprint=None,
+               reuse_hint="use --resume {path} to continue it or choose another --out"):
+        """A new, locked run directory for `config`; refuses to reuse a non-empty one.
+
+        Args:
+            track: the track's name, written to config.json.
+            config: the frozen config dataclass.
+            out: the directory (default runs/<track>-<timestamp>).
+            data_fingerprint: a dict describing the data actually used
+                (written to config.json; `--resume` checks the data against it).
+            reuse_hint: what the error for a non-empty `out` suggests
+                (`{path}` is replaced by the directory).
+
+        Raises:
+            ConfigError: `out` is a file, not empty, not writable, or in use.
+        """
         if out is None:
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             out = pathlib.Path(runs_root) / f"{track}-{stamp}"
         run = cls(out, track)
-        if run.path.exists() and any(run.path.iterdir()):
+        if run.path.exists() and not run.path.is_dir():
+            raise ConfigError(f"--out {run.path} is a file, not a directory; choose another --out")
+        run._refuse_if_not_empty(reuse_hint)
+        try:
+            run.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
             raise ConfigError(
-                f"{run.path} already exists and is not empty; use --resume "
-                f"{run.path} to continue it or choose another --out"
-            )
-        run.path.mkdir(parents=True, exist_ok=True)
-        write_json(run.config_path, {"track": track, **config_to_dict(config)})
-        write_json(run.results_path, {"models": []})
+                f"cannot create the run directory {run.path} ({error.strerror}); choose another --out"
+            ) from None
+        run.lock()
+        try:
+            run._refuse_if_not_empty(reuse_hint)  # another process may have been faster
+            write_json(run.config_path, {"track": track, **config_to_dict(config),
+                                         "data_fingerprint": data_fingerprint})
+            write_json(run.results_path, {"models": []})
+        except OSError as error:
+            run.release()
+            raise ConfigError(f"cannot write {describe_os_error(error)}; choose another --out") from None
+        except ConfigError:
+            run.release()
+            raise
         return run
+
+    def _refuse_if_not_empty(self, reuse_hint):
+        # The lock, and a config.json.tmp of a run killed while it was being created, do not count.
+        if self.path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp"
+                                      for entry in self.path.iterdir()):
+            raise ConfigError(
+                f"{self.path} already exists and is not empty; " + reuse_hint.format(path=self.path)
+            )
 
     @classmethod
     def resume(cls, track, path, config_cls):
-        """Reopens a run of `track`; returns (run, config)."""
+        """Reopens and locks a run of `track`; returns (run, config, data fingerprint or None)."""
         run = cls(path, track)
+        if not run.path.is_dir():
+            raise ConfigError(f"--resume {run.path}: no such directory")
         if not run.config_path.is_file():
             raise ConfigError(f"--resume {run.path}: no config.json there, not a run directory")
-        try:
-            data = json.loads(run.config_path.read_text())
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"--resume {run.path}: config.json is not valid JSON ({error})") from None
-        found = data.pop("track", None)
+        data = run._read_config()
+        found = data.get("track")
         if found != track:
             raise ConfigError(
                 f"--resume {run.path}: that run belongs to the {found!r} track, not {track!r}"
             )
-        return run, config_from_dict(config_cls, data)
+        run.lock()
+        try:
+            config = config_from_dict(config_cls, data)
+        except ConfigError as error:
+            run.release()
+            raise RunFileError(f"{run.config_path} does not describe a {track} run ({error}); "
+                               f"restore it from a copy, or start a new run") from None
+        fingerprint = data.get("data_fingerprint")
+        if fingerprint is not None and not isinstance(fingerprint, dict):
+            run.release()
+            raise RunFileError(f"{run.config_path}: data_fingerprint is damaged (not an object); "
+                               f"restore config.json from a copy, or start a new run")
+        return run, config, fingerprint
+
+    def _read_config(self):
+        data = read_json(self.config_path, "restore it from a copy, or start a new run with --out")
+        if not isinstance(data, dict):
+            raise RunFileError(
+                f"{self.config_path} does not describe a run (a JSON {type(data).__name__}, "
+                f"not an object of options); restore it from a copy, or start a new run"
+            )
+        return data
+
+    def update_config(self, config, data_fingerprint):
+        """Rewrites config.json (options applied on resume, a fingerprint recorded late)."""
+        write_json(self.config_path, {"track": self.track, **config_to_dict(config),
+                                      "data_fingerprint": data_fingerprint})
+
+    # The lock ------------------------------------------------------------------
+
+    def lock(self):
+        """Takes the run's exclusive lock, or raises `ConfigError` naming the holder.
+
+        The lock lives as long as this process (or until `release`): the
+        operating system drops it when the process ends, even by SIGKILL.
+        """
+        if fcntl is None or self._lock_fd is not None:
+            return
+        lock_path = self.path / LOCK_NAME
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise ConfigError(f"cannot write in {self.path} ({error.strerror}); "
+                              f"choose a directory you can write to") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ConfigError(
+                f"{self.path} is in use by another process (pid {holder}); wait for it to "
+                f"finish, or stop it and then continue with --resume {self.path}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def release(self):
+        """Gives the lock back (a process that ends releases it anyway)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # Paths --------------------------------------------------------------------
 
@@ -79,12 +222,25 @@ class RunDirectory:
     def backup_dir(self, model_id):
         return self.path / "backup" / model_id
 
+    def discard_backup(self, model_id):
+        """Deletes a model's checkpoints (once its results entry is recorded)."""
+        shutil.rmtree(self.backup_dir(model_id), ignore_errors=True)
+        backups = self.path / "backup"
+        if backups.is_dir() and not any(backups.iterdir()):
+            backups.rmdir()
+
     # Results -------------------------------------------------------------------
 
     def read_results(self):
         if not self.results_path.exists():
             return {"models": []}
-        return json.loads(self.results_path.read_text())
+        results = read_json(self.results_path, "restore it from a copy, or delete it to train "
+                                               "every model again")
+        models = results.get("models") if isinstance(results, dict) else None
+        if not isinstance(models, list) or not all(isinstance(m, dict) and "id" in m for m in models):
+            raise RunFileError(f"{self.results_path} is damaged (no list of models with ids); "
+                               f"restore it from a copy, or delete it to train every model again")
+        return results
 
     def finished_models(self):
         return {entry["id"]: entry for entry in self.read_results()["models"]}
@@ -101,3 +257,11 @@ class RunDirectory:
         results = self.read_results()
         results.update(fields)
         write_json(self.results_path, results)
+
+    def save_model(self, model, name):
+        """`model.save` to `name` in the run directory, atomically (written, then renamed)."""
+        final = self.path / name
+        partial = self.path / f"partial-{name}"  # Keras wants the .keras suffix
+        model.save(partial)
+        os.replace(partial, final)
+        return final

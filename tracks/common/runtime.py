@@ -7,6 +7,7 @@ Keras resolves it to "off" on a CPU and with tf.distribute.
 """
 
 import dataclasses
+import json
 import os
 import platform
 
@@ -109,13 +110,65 @@ def make_strategy(name, cpu_replicas=None):
             return tf.distribute.MirroredStrategy(devices)
         return tf.distribute.MirroredStrategy()
     if name == "multiworker":
-        if "TF_CONFIG" not in os.environ:
-            raise ValueError(
-                "--strategy multiworker needs the TF_CONFIG environment variable "
-                "describing the cluster (see the README's multi-machine section)"
-            )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        check_strategy(name)
+        return _reduce_per_tensor(tf.distribute.MultiWorkerMirroredStrategy())
     raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+
+
+def check_strategy(name):
+    """Raises `ValueError` when the strategy `name` cannot run here (before anything is written).
+
+    multiworker needs TF_CONFIG: a JSON object with the cluster's workers and
+    this process' task, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]},
+    "task": {"type": "worker", "index": 0}}.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+    if name != "multiworker":
+        return
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        raise ValueError(
+            "--strategy multiworker needs the TF_CONFIG environment variable describing the "
+            "cluster (see the README's multi-machine section)"
+        )
+    try:
+        tf_config = json.loads(text)
+        workers = tf_config["cluster"]["worker"]
+        index = tf_config["task"]["index"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(
+            'TF_CONFIG must be JSON like {"cluster": {"worker": ["host:port", ...]}, '
+            f'"task": {{"type": "worker", "index": 0}}}}; got {text[:200]!r}'
+        ) from None
+    if not isinstance(workers, list) or not isinstance(index, int) or not 0 <= index < len(workers):
+        raise ValueError(f"TF_CONFIG's task index {index!r} does not name one of its "
+                         f"{len(workers) if isinstance(workers, list) else 0} workers")
+
+
+def _reduce_per_tensor(strategy):
+    """Lets Keras 3.15's `fit` run under MultiWorkerMirroredStrategy.
+
+    Keras calls `strategy.reduce` on a whole (x, y) batch (its symbolic build)
+    and with `axis=0` on scalar metrics; MultiWorkerMirroredStrategy accepts
+    neither (keras-team/keras#20585: "Attempt to convert a value (PerReplica
+    ...)", "Invalid reduction dimension 0"). This reduces each tensor of the
+    structure on its own, and scalars across the replicas only, which is
+    what Keras means in both places.
+    """
+    reduce = strategy.reduce
+
+    def reduce_each(reduce_op, value, axis=None):
+        def one(tensor):
+            local = strategy.experimental_local_results(tensor)
+            scalar = all(getattr(part, "shape", None) is not None and part.shape.rank == 0
+                         for part in local)
+            return reduce(reduce_op, tensor, axis=None if scalar else axis)
+
+        return tf.nest.map_structure(one, value)
+
+    strategy.reduce = reduce_each
+    return strategy
 
 
 def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=False, seed=0, cpu_replicas=None):

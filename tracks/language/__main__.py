@@ -19,22 +19,23 @@ import sys
 
 from tracks.common import instruments
 from tracks.common.cli import (
-    ConfigError,
     announce,
     diagnose_command,
     fail,
     log,
     prefetch_command,
-    resolve_config,
+    start_or_resume,
+    train_command,
     train_parser,
 )
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_dir import RunFileError, describe_os_error, read_json
 from tracks.common.runtime import CPU_XLA, setup_runtime
 from tracks.common.training import run_grid
 from tracks.language import experiment, report
 from tracks.language.presets import PRESETS, LanguageConfig
 
 TRACK = "language"
+PROG = "python -m tracks.language"
 DEFAULT_PRESET = "quick"
 
 # Measured training throughput of the 4 x 128 baby GPT, tokens/s, for the
@@ -58,29 +59,25 @@ def check_prompt(vocab, prompt):
         )
 
 
-def load_data(config):
-    from tracks.language.data import load_text_data, parse_source
+def load_data(config, source=None):
+    """The run's text; `source` (a resumed run's resolved source) replaces `config.data`."""
+    from tracks.language.data import load_text_data
 
-    parse_source(config.data)
-    return load_text_data(config.data, data_dir=config.data_dir, log=log,
+    return load_text_data(source or config.data, data_dir=config.data_dir, log=log,
                           sequence_length=config.sequence_length)
 
 
 def prepare(args):
     """Everything that can fail on bad input, before anything is written."""
-    config, run = resolve_config(args, TRACK, LanguageConfig, PRESETS)
-    data = load_data(config)
-    check_prompt(data.vocab, config.prompt)
-    if run is None:
-        run = RunDirectory.create(TRACK, config, out=args.out)
-    return config, run, data
+    from tracks.language.data import fingerprint, parse_source
+
+    return start_or_resume(args, TRACK, LanguageConfig, PRESETS, parse_source=parse_source,
+                           load_data=load_data, fingerprint=fingerprint,
+                           check=lambda config, data: check_prompt(data.vocab, config.prompt))
 
 
-def train(args):
-    try:
-        config, run, data = prepare(args)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
+def train(config, run, data):
+    """Trains the grid of a prepared run, then writes its report and samples."""
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
                             cpu_xla=CPU_XLA[TRACK])
     data.vocab.save(run.path / "vocab.json")
@@ -98,6 +95,7 @@ def train(args):
     results = run_grid(
         run, specs, lambda spec: experiment.train_one(config, spec, runtime, data, run, log), log=log,
         cost=lambda spec: spec.depth + 2,  # embedding and head cost about two blocks
+        seed=config.seed,
     )
     figures = [("Validation loss", "loss_curves.png")]
     report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner(data))
@@ -108,7 +106,6 @@ def train(args):
     report.write_samples(run, config, results)
     report.write_summary(run, config, results, figures, data.banner)
     log(f"done: {run.path / 'summary.md'}")
-    return 0
 
 
 def plot_banner(data):
@@ -151,14 +148,26 @@ def sample(argv):
     run_dir = pathlib.Path(args.run_dir)
     model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"
     if not model_path.exists() or not vocab_path.exists():
-        return fail(f"{run_dir} has no best_model.keras and vocab.json: not a finished language run")
-    vocab = CharVocabulary.load(vocab_path)
+        return fail(not_sampleable(run_dir))
+    try:
+        vocab = CharVocabulary.load(vocab_path)
+    except ValueError as error:  # names the file
+        return fail(f"{error}; {PROG} --resume {run_dir} writes it again")
+    except OSError as error:
+        return fail(f"{describe_os_error(error)}; {PROG} --resume {run_dir} writes it again")
     try:
         check_prompt(vocab, args.prompt)
         prompt = vocab.encode(args.prompt)
         if args.num_chars < 0:
             raise ValueError(f"--num-chars must be >= 0, got {args.num_chars}")
+    except ValueError as error:
+        return fail(str(error))
+    try:
         model = keras.saving.load_model(model_path)
+    except Exception as error:  # a damaged zip, a foreign file: Keras raises many kinds
+        return fail(f"{model_path} cannot be loaded ({type(error).__name__}); it is damaged: "
+                    f"restore it from a copy or train the run again")
+    try:
         ids = generate(model, prompt, args.num_chars, temperature=args.temperature,
                        top_k=args.top_k, seed=args.seed)
     except ValueError as error:
@@ -167,19 +176,37 @@ def sample(argv):
     return 0
 
 
+def not_sampleable(run_dir):
+    """Why a directory without best_model.keras has nothing to sample from."""
+    results_path = run_dir / "results.json"
+    if not results_path.exists():
+        return f"{run_dir} has no best_model.keras and vocab.json: not a finished language run"
+    try:
+        models = read_json(results_path, "")["models"]
+    except (RunFileError, TypeError, KeyError):
+        return f"{run_dir} has no best_model.keras, and its results.json is damaged"
+    if models and all(isinstance(m, dict) and m.get("diverged") for m in models):
+        return (f"every model of {run_dir} diverged ({len(models)} of {len(models)}): there is no "
+                f"trained model to sample from; try a lower --learning-rate or warmup")
+    return (f"{run_dir} has no best_model.keras yet ({len(models)} models finished): not a finished "
+            f"language run; continue it with {PROG} --resume {run_dir}")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sample"]:
         return sample(argv[1:])
     if argv[:1] == ["diagnose"]:
-        return diagnose_command("python -m tracks.language", TRACK, LanguageConfig, PRESETS,
-                                DEFAULT_PRESET, argv[1:], load_data=load_data,
+        from tracks.language.data import fingerprint, parse_source
+
+        return diagnose_command(PROG, TRACK, LanguageConfig, PRESETS, DEFAULT_PRESET, argv[1:],
+                                parse_source=parse_source, load_data=load_data, fingerprint=fingerprint,
                                 initial_instruments=initial_instruments,
                                 title="Character Transformers at initialisation")
     if argv[:1] == ["prefetch"]:
-        return prefetch_command("python -m tracks.language", "tiny_shakespeare", argv[1:])
-    parser = train_parser("python -m tracks.language", __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET)
-    return train(parser.parse_args(argv))
+        return prefetch_command(PROG, "tiny_shakespeare", argv[1:])
+    args = train_parser(PROG, __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET).parse_args(argv)
+    return train_command(PROG, lambda: prepare(args), train)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ and every such character is counted: `TextData.unknown_val_chars`,
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -186,21 +187,36 @@ class CharVocabulary:
         return cls(d["characters"], replacement=d["replacement"])
 
     def save(self, path):
-        """Writes the JSON to `path` (a directory gets `vocab.json`); returns the file path."""
+        """Writes the JSON to `path` (a directory gets `vocab.json`); returns the file path.
+
+        Atomically: written beside `path`, then renamed over it.
+        """
         if os.path.isdir(path):
             path = os.path.join(path, VOCAB_FILENAME)
-        with open(path, "w", encoding="utf-8") as f:
+        partial = f"{path}.tmp"
+        with open(partial, "w", encoding="utf-8") as f:
             json.dump(self.to_json(), f, ensure_ascii=False, indent=1)
             f.write("\n")
+        os.replace(partial, path)
         return path
 
     @classmethod
     def load(cls, path):
-        """Reads a vocabulary written by `save` (a directory means its `vocab.json`)."""
+        """Reads a vocabulary written by `save` (a directory means its `vocab.json`).
+
+        Raises:
+            ValueError: the file is not a vocabulary written by `save` (the
+                message names the file).
+            OSError: the file cannot be read.
+        """
         if os.path.isdir(path):
             path = os.path.join(path, VOCAB_FILENAME)
         with open(path, encoding="utf-8") as f:
-            return cls.from_json(json.load(f))
+            text = f.read()
+        try:
+            return cls.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path} is not a valid vocabulary ({type(error).__name__}: {error})") from None
 
 
 # --------------------------------------------------------------------------
@@ -539,34 +555,8 @@ def make_lm_datasets(
     batch_size = _positive_int("batch_size", batch_size)
     if val_batch_size is not None:
         val_batch_size = _positive_int("val_batch_size", val_batch_size)
-    num_train = len(data.train_tokens)
-    if num_train < sequence_length + 1:
-        raise ValueError(
-            f"{data.name}: {num_train:,} training tokens are shorter than one window of "
-            f"sequence_length {sequence_length} (needs {sequence_length + 1:,})"
-        )
 
-    # Training: offsets i ~ U[0, n - T), x = tokens[i : i+T], y = tokens[i+1 : i+T+1].
-    train_tokens = tf.constant(data.train_tokens, dtype=tf.int32)
-    positions = tf.range(sequence_length + 1, dtype=tf.int32)  # (T+1,)
-    seed = tf.constant(seed, dtype=tf.int64)
-
-    def random_windows(step):
-        offsets = tf.random.stateless_uniform(
-            [batch_size],
-            seed=tf.stack([seed, step]),
-            minval=0,
-            maxval=num_train - sequence_length,
-            dtype=tf.int32,
-        )  # (B,)
-        windows = tf.gather(train_tokens, offsets[:, None] + positions)  # (B, T+1)
-        return windows[:, :-1], windows[:, 1:]  # x, y: (B, T)
-
-    train = (
-        tf.data.Dataset.counter(start=initial_step)
-        .map(random_windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    train = training_windows(data, sequence_length, batch_size, seed=seed, first_step=initial_step)
 
     # Validation: window k is x = tokens[kT : kT+T], y = tokens[kT+1 : kT+T+1].
     plan = validation_plan(len(data.val_tokens), sequence_length, batch_size, val_batch_size)
@@ -585,3 +575,66 @@ def make_lm_datasets(
             f"targets ({plan.dropped_tokens:,} dropped at the end)"
         )
     return train, val
+
+
+def training_windows(data, sequence_length, batch_size, *, seed=0, first_step=0, steps=None):
+    """Training batches `first_step`, `first_step + 1`, ... (endless when `steps` is None).
+
+    Batch k holds `batch_size` windows at uniformly random offsets of the
+    training tokens, as nanoGPT's `get_batch`: offsets i ~ U[0, n - T),
+    x = tokens[i : i+T], y = tokens[i+1 : i+T+1]. The offsets are stateless
+    random numbers of (seed, k) alone, so batch k is the same in every model
+    of a grid and in a resumed run.
+    """
+    import tensorflow as tf
+
+    sequence_length = _positive_int("sequence_length", sequence_length)
+    batch_size = _positive_int("batch_size", batch_size)
+    num_train = len(data.train_tokens)
+    if num_train < sequence_length + 1:
+        raise ValueError(
+            f"{data.name}: {num_train:,} training tokens are shorter than one window of "
+            f"sequence_length {sequence_length} (needs {sequence_length + 1:,})"
+        )
+    train_tokens = tf.constant(data.train_tokens, dtype=tf.int32)
+    positions = tf.range(sequence_length + 1, dtype=tf.int32)  # (T+1,)
+    seed = tf.constant(seed, dtype=tf.int64)
+
+    def random_windows(step):
+        offsets = tf.random.stateless_uniform(
+            [batch_size],
+            seed=tf.stack([seed, step]),
+            minval=0,
+            maxval=num_train - sequence_length,
+            dtype=tf.int32,
+        )  # (B,)
+        windows = tf.gather(train_tokens, offsets[:, None] + positions)  # (B, T+1)
+        return windows[:, :-1], windows[:, 1:]  # x, y: (B, T)
+
+    steps_dataset = tf.data.Dataset.counter(start=first_step)
+    if steps is not None:
+        steps_dataset = steps_dataset.take(_positive_int("steps", steps))
+    return (
+        steps_dataset
+        .map(random_windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def fingerprint(data):
+    """What identifies the text a run trained on: source, sizes and a hash of the text.
+
+    Written to config.json when a run starts; `--resume` refuses a text whose
+    fingerprint differs (a file that was edited, another corpus).
+    """
+    digest = hashlib.sha256()
+    for text in (data.train_text, data.val_text):
+        digest.update(f"{len(text)}\n".encode())
+        digest.update(text.encode("utf-8", errors="surrogatepass"))
+    return {
+        "source": data.name,
+        "train_chars": len(data.train_text),
+        "val_chars": len(data.val_text),
+        "vocab_size": data.vocab.size,
+        "sha256": digest.hexdigest(),
+    }

@@ -5,7 +5,6 @@ the same order and the same AdamW recipe; only the block wiring differs.
 """
 
 import dataclasses
-import json
 import math
 import time
 
@@ -81,14 +80,6 @@ def compile_model(model, config, spec, runtime):
     )
 
 
-def restored_step(run, spec, config):
-    """The training step a resumed model continues from (0 for a fresh one)."""
-    metadata = run.backup_dir(spec.id) / "training_metadata.json"
-    if not metadata.exists():
-        return 0
-    return json.loads(metadata.read_text())["epoch"] * config.eval_interval
-
-
 def validation_windows(config, data, count):
     """(x, y): `count` fixed validation windows, evenly spaced, and their next characters."""
     import numpy as np
@@ -147,12 +138,14 @@ def bits_per_char(loss):
 
 def train_one(config, spec, runtime, data, run, log):
     """Trains one grid point and returns its results.json entry (with its sample)."""
-    from tracks.language.data import make_lm_datasets
+    from tracks.language.data import make_lm_datasets, training_windows
 
-    train_ds, val_ds = make_lm_datasets(
-        data, config.sequence_length, config.batch_size, seed=config.seed,
-        initial_step=restored_step(run, spec, config),
-    )
+    _, val_ds = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=config.seed)
+
+    def epoch_data(epoch):  # the steps of evaluation interval `epoch`: batch k depends on (seed, k) only
+        return training_windows(data, config.sequence_length, config.batch_size, seed=config.seed,
+                                first_step=epoch * config.eval_interval, steps=config.eval_interval)
+
     curve_ds = val_ds.take(config.eval_batches) if config.eval_batches else val_ds
     with runtime.strategy.scope():
         model = build_model(config, spec, data.vocab.size)
@@ -163,9 +156,9 @@ def train_one(config, spec, runtime, data, run, log):
     dynamics = diagnostics.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
-        model, train_ds, run=run, model_id=spec.id,
-        epochs=config.steps // config.eval_interval, steps_per_epoch=config.eval_interval,
-        validation_data=curve_ds, extra_callbacks=[dynamics],
+        model, epoch_data, run=run, model_id=spec.id,
+        epochs=config.steps // config.eval_interval, validation_data=curve_ds,
+        extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]
@@ -193,7 +186,7 @@ def train_one(config, spec, runtime, data, run, log):
         entry.update(trained_instruments(model, config, data))
         best = run.read_results().get("best_model")
         if best is None or entry["val_loss"] < best["val_loss"]:
-            model.save(run.path / "best_model.keras")
+            run.save_model(model, "best_model.keras")
             run.update_results(best_model={"id": spec.id, "val_loss": entry["val_loss"]})
     entry["seconds"] = time.perf_counter() - start
     return entry

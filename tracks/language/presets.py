@@ -8,8 +8,10 @@ dropout 0.2, 5000 iterations (val loss 1.4697).
 """
 
 import dataclasses
+import math
 from typing import Optional
 
+from tracks.common.config import refuse_repeats
 from tracks.common.runtime import RuntimeOptions
 
 VARIANTS = ("pre", "post", "plain", "rezero")
@@ -87,10 +89,17 @@ class LanguageConfig(RuntimeOptions):
                 raise ValueError(f"unknown variant {variant!r}; choose from: {', '.join(VARIANTS)}")
         if not self.warmup_steps or min(self.warmup_steps) < 0:
             raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+        refuse_repeats("--depths", self.depths)
+        refuse_repeats("--variants", self.variants)
+        refuse_repeats("--warmup-steps", self.warmup_steps)
         for name in ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps",
-                     "eval_interval", "steps_per_execution"):
+                     "eval_interval", "steps_per_execution", "instrument_sequences", "sample_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.eval_batches is not None and self.eval_batches < 1:
+            raise ValueError(f"--eval-batches must be >= 1 (or left out: all), got {self.eval_batches}")
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed}")
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"--embed-dim {self.embed_dim} is not divisible by --num-heads {self.num_heads}"
@@ -103,8 +112,14 @@ class LanguageConfig(RuntimeOptions):
             raise ValueError(f"--warmup-steps {max(self.warmup_steps)} must be < --steps {self.steps}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if not self.learning_rate > 0 or not 0 <= self.min_learning_rate <= self.learning_rate:
+        if not 0 < self.learning_rate < math.inf or not 0 <= self.min_learning_rate <= self.learning_rate:
             raise ValueError("need --learning-rate > 0 and 0 <= --min-learning-rate <= --learning-rate")
+        if not 0 <= self.beta2 < 1:
+            raise ValueError(f"--beta2 must be in [0, 1), got {self.beta2}")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ValueError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.grad_clip < math.inf:
+            raise ValueError(f"--grad-clip must be >= 0 (0 = off), got {self.grad_clip}")
         if not self.prompt:
             raise ValueError("--prompt must not be empty")
         if not self.layer_norm_epsilon > 0:

@@ -15,22 +15,21 @@ import sys
 
 from tracks.common import instruments
 from tracks.common.cli import (
-    ConfigError,
     announce,
     diagnose_command,
-    fail,
     log,
     prefetch_command,
-    resolve_config,
+    start_or_resume,
+    train_command,
     train_parser,
 )
-from tracks.common.run_dir import RunDirectory
 from tracks.common.runtime import CPU_XLA, setup_runtime
 from tracks.common.training import run_grid
 from tracks.vision import experiment, report
 from tracks.vision.presets import PRESETS, VisionConfig
 
 TRACK = "vision"
+PROG = "python -m tracks.vision"
 DEFAULT_PRESET = "quick"
 DIAGNOSE_PRESET = "mechanism"  # `diagnose --preset quick` measures the quick grid instead
 
@@ -49,14 +48,14 @@ def estimate_seconds(config, num_train, accelerator):
     return total * 1.25 + 60  # evaluation, lesion studies, compilation; instruments at init
 
 
-def load_data(config):
-    from tracks.vision.data import load_vision_data, parse_source
+def load_data(config, source=None):
+    """The run's images; `source` (a resumed run's resolved source) replaces `config.data`."""
+    from tracks.vision.data import load_vision_data
 
-    parse_source(config.data)
     # The synthetic set (explicit, or the offline fallback) is made as large as the run needs.
     needed = (config.train_size or 0) + config.validation_size
     return load_vision_data(
-        config.data, data_dir=config.data_dir, seed=config.seed,
+        source or config.data, data_dir=config.data_dir, seed=config.seed,
         train_size=config.train_size, validation_size=config.validation_size, log=log,
         synthetic_examples=(max(10_000, needed), 2_000),
     )
@@ -64,30 +63,33 @@ def load_data(config):
 
 def prepare(args):
     """Everything that can fail on bad input, before anything is written."""
-    config, run = resolve_config(args, TRACK, VisionConfig, PRESETS)
-    data = load_data(config)
-    if run is None:
-        run = RunDirectory.create(TRACK, config, out=args.out)
-    return config, run, data
+    from tracks.vision.data import fingerprint, parse_source
+
+    return start_or_resume(args, TRACK, VisionConfig, PRESETS, parse_source=parse_source,
+                           load_data=load_data, fingerprint=fingerprint, check=check_batch_size)
 
 
-def curve_dataset(config, data, datasets):
-    """The per-epoch evaluation set for the curves: val if held out, else test.
+def check_batch_size(config, data):
+    if config.batch_size > len(data.y_train):
+        raise ValueError(f"--batch-size {config.batch_size} is larger than the {len(data.y_train)} "
+                         f"training images; lower it")
 
-    With `curve_eval_size`, a fixed random subset (test sets are often
+
+def evaluation_datasets(config, data):
+    """(curve, test): the per-epoch evaluation set for the curves, and the test set.
+
+    The curves use the val set if one is held out, else the test set; with
+    `curve_eval_size`, a fixed random subset of it (test sets are often
     stored class by class, so the first images would all be one class).
     """
-    _, val_ds, test_ds = datasets
-    curve = val_ds if val_ds is not None else test_ds
-    if config.curve_eval_size:
-        import tensorflow as tf
+    from tracks.vision.data import evaluation_batches
 
-        total = len(data.y_val if data.x_val is not None else data.y_test)
-        size = min(config.curve_eval_size, total)
-        curve = (curve.unbatch().shuffle(total, seed=config.seed, reshuffle_each_iteration=False)
-                 .take(size).batch(config.batch_size).cache()
-                 .apply(tf.data.experimental.assert_cardinality(-(-size // config.batch_size))))
-    return curve
+    test = evaluation_batches(data, data.x_test, data.y_test, config.batch_size)
+    images, labels = (data.x_val, data.y_val) if data.x_val is not None else (data.x_test, data.y_test)
+    if config.curve_eval_size:
+        chosen = experiment.sample_indices(len(labels), config.curve_eval_size, config.seed)
+        images, labels = images[chosen], labels[chosen]
+    return evaluation_batches(data, images, labels, config.batch_size), test
 
 
 def initial_instruments(config, data, out_dir):
@@ -108,37 +110,32 @@ def plot_banner(data):
     return "SYNTHETIC DATA, NOT CIFAR-10" if data.banner else None
 
 
-def train(args):
-    try:
-        config, run, data = prepare(args)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    from tracks.vision.data import make_datasets
+def train(config, run, data):
+    """Trains the grid of a prepared run, then writes its report."""
+    from tracks.vision.data import training_epochs
 
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
                             cpu_xla=CPU_XLA[TRACK])
-    banner = data.banner
     num_train = len(data.y_train)
     specs = experiment.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(config, num_train, runtime.accelerator),
              f"{data.name}, {num_train} training images, {len(data.y_test)} test images")
-    datasets = make_datasets(data, config.batch_size, augment=config.augment, seed=config.seed)
-    train_ds, _, test_ds = datasets
-    curve = curve_dataset(config, data, datasets)
+    # Every model trains on the same epochs: epoch e's batches depend on (seed, e) only.
+    epoch_data = training_epochs(data, config.batch_size, augment=config.augment, seed=config.seed)
+    curve, test = evaluation_datasets(config, data)
     run.update_results(
-        track=TRACK, preset=config.preset, dataset=data.name, banner=banner,
+        track=TRACK, preset=config.preset, dataset=data.name, banner=data.banner,
         train_images=num_train, **runtime.describe(),
     )
     if "initialisation" not in run.read_results():
         run.update_results(initialisation=initial_instruments(config, data, run.path))
     results = run_grid(
         run, specs,
-        lambda spec: experiment.train_one(config, spec, runtime, data, (train_ds, curve, test_ds), run, log),
-        log=log, cost=lambda spec: spec.depth,
+        lambda spec: experiment.train_one(config, spec, runtime, data, (epoch_data, curve, test), run, log),
+        log=log, cost=lambda spec: spec.depth, seed=config.seed,
     )
     write_report(run, config, results, data)
     log(f"done: {run.path / 'summary.md'}")
-    return 0
 
 
 def write_report(run, config, results, data):
@@ -153,17 +150,17 @@ def write_report(run, config, results, data):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = train_parser(
-        "python -m tracks.vision", __doc__, VisionConfig, PRESETS, DEFAULT_PRESET,
-    )
     if argv[:1] == ["prefetch"]:
-        return prefetch_command("python -m tracks.vision", "cifar10", argv[1:])
+        return prefetch_command(PROG, "cifar10", argv[1:])
     if argv[:1] == ["diagnose"]:
-        return diagnose_command("python -m tracks.vision", TRACK, VisionConfig, PRESETS, DIAGNOSE_PRESET,
-                                argv[1:], load_data=load_data, initial_instruments=initial_instruments,
+        from tracks.vision.data import fingerprint, parse_source
+
+        return diagnose_command(PROG, TRACK, VisionConfig, PRESETS, DIAGNOSE_PRESET, argv[1:],
+                                parse_source=parse_source, load_data=load_data, fingerprint=fingerprint,
+                                initial_instruments=initial_instruments,
                                 title="Vision networks at initialisation")
-    args = parser.parse_args(argv)
-    return train(args)
+    args = train_parser(PROG, __doc__, VisionConfig, PRESETS, DEFAULT_PRESET).parse_args(argv)
+    return train_command(PROG, lambda: prepare(args), train)
 
 
 if __name__ == "__main__":

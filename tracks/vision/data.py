@@ -29,10 +29,12 @@ Sources (`parse_source`):
     "auto"         cifar10 when it is prepared locally or downloadable, otherwise
                    synthetic with a loud `banner` (decided in seconds, offline too).
 
-`load_vision_data` returns numpy arrays in a `VisionData`; `make_datasets`
-turns them into tf.data pipelines: the whole training set stays in memory, and
-each training batch is gathered, normalised, padded, cropped and flipped with
-batched ops, outside the (XLA-compiled) training step.
+`load_vision_data` returns numpy arrays in a `VisionData`; `training_epochs`
+turns them into one tf.data pipeline per epoch: the whole training set stays
+in memory, each epoch's order is drawn from (seed, epoch) alone, and each
+batch is gathered, normalised, padded, cropped and flipped with batched ops,
+outside the (XLA-compiled) training step. `fingerprint` identifies the data
+a run used, so that `--resume` can refuse different data.
 """
 
 import dataclasses
@@ -457,6 +459,11 @@ def _load_folder(root, image_size, cache_dir, log):
             f"(only in train: {only_train}, only in test: {only_test})."
         )
     class_names = tuple(train)
+    if len(class_names) < 2:
+        raise ValueError(
+            f"image folder {root} has one class only ({class_names[0]!r}); a classifier needs "
+            f"at least two (one folder per class in train/ and test/)."
+        )
 
     key = hashlib.sha256(f"{_CACHE_FORMAT}\n{root}\n{image_size}\n".encode())
     for split, listing in (("train", train), ("test", test)):
@@ -715,20 +722,13 @@ def _bilinear_matrix(source, target):
 
 
 def make_datasets(
-    data, batch_size, *, augment=True, seed=0, padding=None, eval_drop_remainder=False
+    data, batch_size, *, augment=True, seed=0, padding=None, eval_drop_remainder=False, epoch=0
 ):
     """(train, val, test) tf.data pipelines of (float32 normalised images, int32 labels).
 
-    Train: a new seeded shuffle every epoch (every iteration of the dataset),
-    full batches only (`drop_remainder=True`: one shape, no XLA recompile),
-    and He et al.'s augmentation done with batched ops: zero padding of
-    `padding` pixels (in normalised space, i.e. the mean), a random crop back
-    to H x W, and a random horizontal flip. The shuffle order does not depend
-    on `augment`. Val (None when data.x_val is None) and test: the images
-    in order, normalised, not augmented.
-
-    Randomness is seeded by `seed` together with TensorFlow's global seed
-    (`keras.utils.set_random_seed`), as for every seeded tf.data op.
+    Train: the batches of training epoch `epoch` (see `training_epochs`).
+    Val (None when data.x_val is None) and test: the images in order,
+    normalised, not augmented (see `evaluation_batches`).
 
     Args:
         data: a `VisionData`.
@@ -740,19 +740,44 @@ def make_datasets(
         eval_drop_remainder: bool. Drop a short last val/test batch (keeps
             one shape under XLA but skips up to batch_size - 1 images).
             Default False.
+        epoch: int >= 0, the training epoch whose batches `train` holds. Default 0.
+    """
+    train = training_epochs(data, batch_size, augment=augment, seed=seed, padding=padding)(epoch)
+    val = None
+    if data.x_val is not None:
+        val = evaluation_batches(data, data.x_val, data.y_val, batch_size, eval_drop_remainder)
+    test = evaluation_batches(data, data.x_test, data.y_test, batch_size, eval_drop_remainder)
+    return train, val, test
+
+
+def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):
+    """A function epoch -> the training batches of that epoch (a finite tf.data pipeline).
+
+    Epoch e is a permutation of the training images drawn from (seed, e) alone,
+    cut into full batches (`drop_remainder`: one shape, no XLA recompile), with
+    He et al.'s augmentation done with batched ops: zero padding of `padding`
+    pixels (in normalised space, i.e. the mean), a random crop back to H x W,
+    and a random horizontal flip, seeded by (seed, e, batch). Stateless random
+    ops only: every model of a grid sees the same batches in the same order,
+    and a run resumed at epoch e sees what an uninterrupted one would. The
+    order does not depend on `augment`.
+
+    The training set is put in memory once; each call only builds a pipeline.
     """
     import tensorflow as tf
 
     _check_int("batch_size", batch_size, minimum=1)
+    _check_int("seed", seed, minimum=0)
     count = len(data.x_train)
     if batch_size > count:
         raise ValueError(
             f"batch_size {batch_size} is larger than the {count} training images; "
             f"with drop_remainder=True no batch would be produced."
         )
-    height, width = data.x_train.shape[1:3]
+    height = data.x_train.shape[1]
     padding = height // 8 if padding is None else padding
     _check_int("padding", padding, minimum=0)
+    steps = count // batch_size
 
     with tf.device("/cpu:0"):  # tf.data runs on the host: keep its tensors there
         mean = tf.constant(data.mean, tf.float32)  # (H, W, 3)
@@ -760,40 +785,65 @@ def make_datasets(
         x_train = tf.constant(data.x_train)  # the whole training set, in memory
         y_train = tf.constant(data.y_train, tf.int32)
 
-    def normalize(images):  # uint8 (B, H, W, 3) -> float32
-        return (tf.cast(images, tf.float32) - mean) * inverse_std
-
     def train_batch(indices, batch_seed):
-        images = normalize(tf.gather(x_train, indices))  # (B, H, W, 3)
+        images = (tf.cast(tf.gather(x_train, indices), tf.float32) - mean) * inverse_std  # (B, H, W, 3)
         labels = tf.gather(y_train, indices)  # (B,)
         if augment:
             images = random_pad_crop_flip(images, batch_seed, padding)
         return images, labels
 
-    indices = (
-        tf.data.Dataset.range(count)
-        .shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        .batch(batch_size, drop_remainder=True)
-    )
-    # One [2]-seed per batch for the stateless augmentation ops; new every epoch.
-    batch_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
-    train = (
-        tf.data.Dataset.zip((indices, batch_seeds))
-        .map(train_batch, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-
-    def evaluation(images, labels):
-        if images is None:
-            return None
+    def epoch_batches(epoch):
+        _check_int("epoch", epoch, minimum=0)
+        fold_in = tf.random.experimental.stateless_fold_in
+        order_seed = fold_in(tf.constant([seed, 0], tf.int64), epoch)
+        augment_seed = fold_in(tf.constant([seed, 1], tf.int64), epoch)
+        order = tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64), order_seed)
+        indices = tf.data.Dataset.from_tensor_slices(order).batch(batch_size, drop_remainder=True)
+        batch_seeds = tf.data.Dataset.range(steps).map(lambda step: fold_in(augment_seed, step))
         return (
-            tf.data.Dataset.from_tensor_slices((images, np.asarray(labels, np.int32)))
-            .batch(batch_size, drop_remainder=eval_drop_remainder)
-            .map(lambda x, y: (normalize(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+            tf.data.Dataset.zip((indices, batch_seeds))
+            .map(train_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
             .prefetch(tf.data.AUTOTUNE)
         )
 
-    return train, evaluation(data.x_val, data.y_val), evaluation(data.x_test, data.y_test)
+    return epoch_batches
+
+
+def evaluation_batches(data, images, labels, batch_size, drop_remainder=False):
+    """The images in order, normalised as `data.normalize`, in batches (no augmentation)."""
+    import tensorflow as tf
+
+    with tf.device("/cpu:0"):
+        mean = tf.constant(data.mean, tf.float32)
+        inverse_std = tf.constant(1.0 if data.std is None else 1.0 / data.std, tf.float32)
+    return (
+        tf.data.Dataset.from_tensor_slices((images, np.asarray(labels, np.int32)))
+        .batch(batch_size, drop_remainder=drop_remainder)
+        .map(lambda x, y: ((tf.cast(x, tf.float32) - mean) * inverse_std, y),
+             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def fingerprint(data):
+    """What identifies the data a run trained on: source, sizes and a hash of every array.
+
+    Written to config.json when a run starts; `--resume` refuses data whose
+    fingerprint differs (another folder, a changed image, another split).
+    """
+    digest = hashlib.sha256()
+    for array in (data.x_train, data.y_train, data.x_val, data.y_val, data.x_test, data.y_test):
+        if array is not None:
+            digest.update(str(array.shape).encode())
+            digest.update(np.ascontiguousarray(array).data)
+    return {
+        "source": data.name,
+        "train_images": len(data.y_train),
+        "val_images": 0 if data.y_val is None else len(data.y_val),
+        "test_images": len(data.y_test),
+        "classes": list(data.class_names),
+        "sha256": digest.hexdigest(),
+    }
 
 
 def random_pad_crop_flip(images, seed, padding):

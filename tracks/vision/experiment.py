@@ -1,7 +1,8 @@
 """One vision experiment: build, compile, train and evaluate a grid point.
 
-A grid point is (variant, depth). Every model of a run sees the same data in
-the same order (same seed) and the same optimizer recipe, so the only
+A grid point is (variant, depth). Every model of a run starts from the same
+seed and sees the same batches in the same order (epoch e's batches depend on
+the run seed and e only) with the same optimizer recipe, so the only
 difference between `plain-56` and `residual-56` is the shortcut.
 """
 
@@ -131,7 +132,7 @@ def ensemble_study(model, data, num_images, seed=0):
 
 def train_one(config, spec, runtime, data, datasets, run, log):
     """Trains one grid point and returns its results.json entry."""
-    train_ds, curve_ds, test_ds = datasets
+    epoch_data, curve_ds, test_ds = datasets
     num_train = len(data.y_train)
     steps_per_epoch = num_train // config.batch_size
     with runtime.strategy.scope():
@@ -144,8 +145,8 @@ def train_one(config, spec, runtime, data, datasets, run, log):
                                             path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
-        model, train_ds, run=run, model_id=spec.id, epochs=config.epochs,
-        validation_data=curve_ds, extra_callbacks=[dynamics],
+        model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
+        validation_data=curve_ds, extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]

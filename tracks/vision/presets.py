@@ -7,8 +7,10 @@ He et al. 2015, section 4.2: batch 128, SGD momentum 0.9, coupled weight decay
 """
 
 import dataclasses
+import math
 from typing import Optional
 
+from tracks.common.config import refuse_repeats
 from tracks.common.runtime import RuntimeOptions
 
 from residual_keras.models import blocks_per_stage
@@ -100,24 +102,34 @@ class VisionConfig(RuntimeOptions):
         for depth in self.depths:
             try:
                 blocks_per_stage(depth)
-            except ValueError:
+            except (ValueError, TypeError):
                 raise ValueError(f"unknown depth {depth}: depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ...)") from None
         if not self.variants:
             raise ValueError("--variants needs at least one variant")
         for variant in self.variants:
             if variant not in VARIANTS:
                 raise ValueError(f"unknown variant {variant!r}; choose from: {', '.join(VARIANTS)}")
+        refuse_repeats("--depths", self.depths)
+        refuse_repeats("--variants", self.variants)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose from: {', '.join(SCHEDULES)}")
-        for name in ("width", "epochs", "batch_size", "steps_per_execution"):
+        for name in ("width", "epochs", "batch_size", "steps_per_execution", "lesion_images",
+                     "instrument_images"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.curve_eval_size is not None and self.curve_eval_size < 1:
+            raise ValueError(f"--curve-eval-size must be >= 1 (or left out: all), got {self.curve_eval_size}")
         if self.train_size is not None and self.train_size < self.batch_size:
             raise ValueError(f"--train-size {self.train_size} is smaller than one batch ({self.batch_size})")
-        if self.validation_size < 0 or self.warmup_steps < 0:
-            raise ValueError("--validation-size and --warmup-steps must be >= 0")
-        if not self.learning_rate > 0:
-            raise ValueError(f"--learning-rate must be > 0, got {self.learning_rate}")
+        for name in ("validation_size", "warmup_steps", "warmup_from_depth", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.learning_rate < math.inf:
+            raise ValueError(f"--learning-rate must be > 0 and finite, got {self.learning_rate}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ValueError(f"--weight-decay must be >= 0, got {self.weight_decay}")
 
 
 PRESETS = {

@@ -1,0 +1,260 @@
+"""Fault injection: real SIGKILLs at many points of a run, a resume after each.
+
+The fast test kills a tiny training inside a checkpoint save. The slow ones
+(`pytest -m slow -k fault_injection -s` prints the figures) kill a smoke run
+of the vision track at every point of a model's life and at random moments,
+press Ctrl-C once, resume after each, and compare the end with an
+uninterrupted run; and start a second process on a run in training.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import keras
+import tensorflow as tf
+from tracks.common.run_dir import RunDirectory
+from tracks.common.training import Checkpoints, fit_with_backup, read_metrics_rows
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+
+
+def _env():
+    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def tiny_model():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9), loss="mse")
+    return model
+
+
+def tiny_epoch_data(epoch):
+    x = np.random.default_rng(epoch).normal(size=(32, 4)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(8)
+
+
+TINY_TRAINING = textwrap.dedent("""
+    import sys
+    import pytest
+    from fault_runner import sigkill
+    from test_fault_injection import tiny_epoch_data, tiny_model
+    from track_helpers import kill_at
+    from tracks.common.run_dir import RunDirectory
+    from tracks.common.training import fit_with_backup
+
+    run = RunDirectory(sys.argv[1], "toy")
+    run.lock()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        kill_at(monkeypatch, "m", "inside-save", epoch=1, die=sigkill)
+        fit_with_backup(tiny_model(), tiny_epoch_data, run=run, model_id="m", epochs=4, verbose=0)
+""")
+
+
+def test_sigkill_inside_a_checkpoint_save_leaves_a_resumable_model(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    killed = subprocess.run([sys.executable, "-c", TINY_TRAINING, str(run_dir)], env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    backup = run_dir / "backup" / "m"
+    partial = backup / "partial-epoch-0002.weights.h5"
+    assert partial.exists() and partial.stat().st_size > 0  # the save really was cut in half
+    assert [epoch for epoch, _ in Checkpoints(backup).saved()] == [1]
+
+    run = RunDirectory(run_dir, "toy")
+    run.lock()  # the dead process' lock was released by the operating system
+    lines = []
+    outcome = fit_with_backup(tiny_model(), tiny_epoch_data, run=run, model_id="m", epochs=4, verbose=0,
+                              log=lines.append)
+    assert lines == ["m: resuming after epoch 1 of 4"]  # epoch 0 is not trained again
+    assert [row["epoch"] for row in outcome["history"]] == [0, 1, 2, 3]
+    assert outcome["history"] == read_metrics_rows(run.metrics_path("m"))
+    assert not partial.exists()
+    run.release()
+
+
+# --------------------------------------------------------------------------- #
+# The slow fault injection of a whole run
+# --------------------------------------------------------------------------- #
+
+ARGV = ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--epochs", "3", "--train-size", "128",
+        "--xla", "off"]
+MODELS = ("plain-8", "residual-8")
+# Every point of a model's life, in order (each one is reached: the kill before stops earlier).
+FAULTS = [
+    "plain-8:inside-save:0", "plain-8:after-row:1", "plain-8:after-checkpoint:1", "plain-8:inside-save:2",
+    "plain-8:before-record:0", "plain-8:inside-record:0", "plain-8:after-record:0",
+    "residual-8:after-row:0", "residual-8:inside-save:2", "residual-8:before-record:0",
+    "residual-8:after-record:0",
+]
+# Then a second run, interrupted at random moments (imports, data, instruments, training, saves, report).
+RANDOM_FAULTS = ["random", "ctrl-c", "random", "random", "random", "random", "random", "random"]
+
+
+def _start(fault, argv):
+    """The vision track in a subprocess (output to files: a full pipe would block it)."""
+    fault = "none" if fault in ("random", "ctrl-c") else fault
+    outputs = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+    process = subprocess.Popen([sys.executable, str(TESTS / "fault_runner.py"), "vision", fault, *map(str, argv)],
+                               env=_env(), stdout=outputs[0], stderr=outputs[1])
+    process.output_files = outputs
+    return process
+
+
+def _finish(process, timeout=600):
+    """(stdout, stderr) once `process` has ended."""
+    process.wait(timeout=timeout)
+    outputs = []
+    for stream in process.output_files:
+        stream.seek(0)
+        outputs.append(stream.read())
+        stream.close()
+    return outputs
+
+
+def _state(run_dir):
+    """(csv rows per model, recorded ids, safe epochs per model: checkpointed or recorded)."""
+    rows = {path.stem: read_metrics_rows(path) for path in (run_dir / "metrics").glob("*.csv")}
+    recorded = []
+    if (run_dir / "results.json").exists():
+        recorded = [m["id"] for m in json.loads((run_dir / "results.json").read_text())["models"]]
+    safe = {}
+    for model, model_rows in rows.items():
+        saved = Checkpoints(run_dir / "backup" / model).saved()
+        safe[model] = len(model_rows) if model in recorded else (saved[-1][0] if saved else 0)
+    return rows, recorded, safe
+
+
+def _signal_after(process, seconds, signum):
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signum)
+
+
+def _lock_holder(run_dir):
+    try:
+        return (run_dir / ".lock").read_text().strip()
+    except OSError:
+        return None
+
+
+def _our_lines(stderr):
+    """stderr without TensorFlow's own start-up log lines."""
+    tf_log = ("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 ")
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(tf_log))
+
+
+def _interrupt_until_done(run_dir, faults, rng, figures):
+    """Starts (or resumes) the run once per fault, then once more to the end, checking after each."""
+    for fault in [*faults, "none"]:
+        started = (run_dir / "config.json").exists()
+        before_rows, _, before_safe = _state(run_dir) if started else ({}, [], {})
+        process = _start(fault, ["--resume", run_dir] if started else [*ARGV, "--out", run_dir])
+        if fault == "random":
+            _signal_after(process, rng.uniform(1.0, 14.0), signal.SIGKILL)
+        if fault == "ctrl-c":  # once the run is open (Ctrl-C during `import tensorflow` is Python's)
+            while process.poll() is None and _lock_holder(run_dir) != str(process.pid):
+                time.sleep(0.1)
+            _signal_after(process, rng.uniform(0.2, 3.0), signal.SIGINT)
+        _, err = _finish(process)
+        err = _our_lines(err)
+        if process.returncode == -signal.SIGKILL:
+            figures["kills"] += 1
+        elif process.returncode == 130:
+            figures["ctrl_c"] += 1
+            assert err.count("\n") == 1, err
+            assert f"continue with python -m tracks.vision --resume {run_dir}" in err or (
+                "interrupted before training started" in err), err
+        else:  # a random signal that came after the end
+            assert process.returncode == 0 and fault in ("none", "random", "ctrl-c"), (fault, err[-3000:])
+        if started:
+            figures["resumes_continued" if "error:" not in err else "resumes_failed"] += 1
+        rows, recorded, _ = _state(run_dir)
+        assert len(set(recorded)) == len(recorded)
+        for model, model_rows in rows.items():
+            epochs = [row["epoch"] for row in model_rows]
+            figures["rows_duplicated"] += len(epochs) - len(set(epochs))
+            assert epochs == list(range(len(epochs))), (fault, model, epochs)
+        for model, safe in before_safe.items():  # what was safe before the kill is still there, unchanged
+            kept = rows.get(model, [])[:safe]
+            figures["rows_lost"] += safe - len(kept)
+            changed = sum(a != b for a, b in zip(kept, before_rows[model][:safe]))  # "seconds" would differ
+            figures["finished_epochs_retrained"] += changed
+            figures["models_retrained_from_scratch"] += int(safe > 0 and changed == safe)
+
+
+def _differences(run_dir, whole):
+    """|metric - uninterrupted metric| for every epoch row and test error."""
+    results = json.loads((run_dir / "results.json").read_text())
+    reference = json.loads((whole / "results.json").read_text())
+    assert [m["id"] for m in results["models"]] == list(MODELS) and not (run_dir / "backup").exists()
+    differences = [abs(a["test_error"] - b["test_error"]) for a, b in zip(results["models"], reference["models"])]
+    for model in MODELS:
+        rows = read_metrics_rows(run_dir / "metrics" / f"{model}.csv")
+        reference_rows = read_metrics_rows(whole / "metrics" / f"{model}.csv")
+        assert [row["epoch"] for row in rows] == [0, 1, 2]
+        differences += [abs(row[key] - ref[key]) for row, ref in zip(rows, reference_rows)
+                        for key in ("loss", "accuracy", "val_loss", "val_accuracy")]
+    return differences
+
+
+@pytest.mark.slow
+def test_fault_injection_sigkill_at_every_point_and_at_random(tmp_path):
+    reference = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "vision", "none", *ARGV,
+                                "--out", str(tmp_path / "whole")], env=_env(), capture_output=True, text=True,
+                               timeout=600)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    figures = {"kills": 0, "ctrl_c": 0, "resumes_continued": 0, "resumes_failed": 0, "rows_lost": 0,
+               "rows_duplicated": 0, "finished_epochs_retrained": 0, "models_retrained_from_scratch": 0}
+    _interrupt_until_done(tmp_path / "points", FAULTS, None, figures)
+    assert figures["kills"] == len(FAULTS)  # every point was reached
+    _interrupt_until_done(tmp_path / "random", RANDOM_FAULTS, random.Random(14), figures)
+    differences = _differences(tmp_path / "points", tmp_path / "whole")
+    differences += _differences(tmp_path / "random", tmp_path / "whole")
+    figures["max_difference_to_uninterrupted"] = max(differences)
+    print("\nFAULT INJECTION FIGURES", json.dumps(figures))
+    assert figures["resumes_failed"] == 0
+    assert figures["rows_lost"] == figures["rows_duplicated"] == 0
+    assert figures["finished_epochs_retrained"] == figures["models_retrained_from_scratch"] == 0
+    assert figures["max_difference_to_uninterrupted"] <= 1e-5
+
+
+@pytest.mark.slow
+def test_fault_injection_a_second_process_on_a_run_in_training_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    first = _start("none", [*ARGV, "--epochs", "6", "--out", run_dir])
+    deadline = time.monotonic() + 300
+    while not list((run_dir / "metrics").glob("*.csv")):  # training has begun
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.5)
+    lines = []
+    for argv in (["--resume", run_dir], [*ARGV, "--out", run_dir]):
+        second = subprocess.run([sys.executable, "-m", "tracks.vision", *map(str, argv)], env=_env(),
+                                capture_output=True, text=True, timeout=300)
+        lines.append(_our_lines(second.stderr).strip())
+        assert second.returncode == 2 and _our_lines(second.stderr).count("\n") == 1, second.stderr[-2000:]
+    assert f"is in use by another process (pid {first.pid})" in lines[0]
+    assert "already exists and is not empty" in lines[1]
+    assert first.poll() is None  # the first one trains on, undisturbed
+    _, err = _finish(first)
+    assert first.returncode == 0, err[-2000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert [m["epochs_trained"] for m in results["models"]] == [6, 6]
+    for model in MODELS:
+        assert [row["epoch"] for row in read_metrics_rows(run_dir / "metrics" / f"{model}.csv")] == list(range(6))
+    print("\nCONCURRENCY", json.dumps({"second_process": lines}))
