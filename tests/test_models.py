@@ -59,7 +59,7 @@ def test_architecture_of_resnet20():
         "stage1_block1", "stage1_block2", "stage1_block3", "stage2_block1"
     ]
     assert [b.filters for b in blocks] == [16] * 3 + [32] * 3 + [64] * 3
-    assert [b.strides for b in blocks] == [1, 1, 1, 2, 1, 1, 2, 1, 1]
+    assert [b.strides for b in blocks] == [(s, s) for s in (1, 1, 1, 2, 1, 1, 2, 1, 1)]
     assert model.get_layer("stage3_block3").output.shape == (None, 8, 8, 64)
 
 
