@@ -80,6 +80,33 @@ def markdown_table(headers, rows):
     return "\n".join(lines)
 
 
+def text_table(headers, rows):
+    """The rows as aligned plain-text columns, for the terminal (numbers right-aligned)."""
+    cells = [[str(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
+
+    def numeric(text):
+        return text[:1].isdigit() or text == "—" or (text[:1] == "-" and text[1:2].isdigit())
+
+    def line(row):
+        return "  ".join(cell.rjust(width) if numeric(cell) else cell.ljust(width)
+                         for cell, width in zip(row, widths)).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * width for width in widths),
+                      *(line(row) for row in cells[1:])])
+
+
+def run_ending(run, headers, rows, extra_lines=()):
+    """What the terminal shows when a run ends: the results table, then where everything is."""
+    lines = [f"results ({len(rows)} models, also in {run.path / 'results.json'}):", "",
+             text_table(headers, rows), "", *extra_lines]
+    tensorboard = run.path / "tensorboard"
+    if tensorboard.is_dir():
+        lines.append(f"curves in TensorBoard: tensorboard --logdir {tensorboard}")
+    lines.append(f"report with figures: {run.path / 'summary.md'}")
+    return "\n".join(lines)
+
+
 def banner_markdown(banner):
     """A data-fallback banner as a markdown quote (rules of "!" dropped)."""
     if not banner:

@@ -105,7 +105,7 @@ def train(config, run, data):
     figures += report.plot_trained_instruments(config, results, run.path, plot_banner(data))
     report.write_samples(run, config, results)
     report.write_summary(run, config, results, figures, data.banner)
-    log(f"done: {run.path / 'summary.md'}")
+    log(report.terminal_ending(run, results))
 
 
 def plot_banner(data):

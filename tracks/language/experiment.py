@@ -157,7 +157,7 @@ def train_one(config, spec, runtime, data, run, log):
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, epoch_data, run=run, model_id=spec.id,
-        epochs=config.steps // config.eval_interval, validation_data=curve_ds,
+        epochs=config.steps // config.eval_interval, curve_data=curve_ds, curve_name="val",
         extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]

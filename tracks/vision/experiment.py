@@ -132,7 +132,7 @@ def ensemble_study(model, data, num_images, seed=0):
 
 def train_one(config, spec, runtime, data, datasets, run, log):
     """Trains one grid point and returns its results.json entry."""
-    epoch_data, curve_ds, test_ds = datasets
+    epoch_data, curve_name, curve_ds, test_ds = datasets
     num_train = len(data.y_train)
     steps_per_epoch = num_train // config.batch_size
     with runtime.strategy.scope():
@@ -146,7 +146,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
-        validation_data=curve_ds, extra_callbacks=[dynamics], log=log,
+        curve_data=curve_ds, curve_name=curve_name, extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]

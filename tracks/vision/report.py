@@ -2,7 +2,8 @@
 
 - training_curves.png: error (%) against epochs, one panel per variant
   (plain left, residual right, as the paper's figure 6); bold lines are
-  training error, thin lines test (or validation) error; colour = depth.
+  training error, dashed lines the per-epoch evaluation (validation split,
+  test set, or a test subset: the CSV column names which); colour = depth.
 - gradient_flow.png, activation_growth.png, jacobian.png: the instruments
   at initialisation (tracks/common/instruments.py).
 - lesion.png: test accuracy of each trained network at the deepest depth
@@ -21,6 +22,7 @@ from tracks.common.report import (
     integer_ticks,
     markdown_table,
     new_figure,
+    run_ending,
     save_figure,
     title_with_banner,
 )
@@ -30,11 +32,24 @@ from tracks.common.training import read_metrics_rows
 from tracks.vision.findings import vision_findings
 
 
+# The per-epoch evaluation's column prefix (tracks/common/training.py) as a reader says it.
+CURVE_LABELS = {"val": "validation", "test": "test", "test_subset": "test subset"}
+
+
+def curve_column(rows):
+    """The per-epoch evaluation's accuracy column ("test_subset_accuracy", ...), or None."""
+    for row in rows:
+        for key in row:
+            if key.endswith("_accuracy") and key.removesuffix("_accuracy") in CURVE_LABELS:
+                return key
+    return None
+
+
 def plot_training_curves(run, config, results, path, banner=None):
     variants = [v for v in config.variants]
     figure, axes = new_figure(len(variants))
     depths = sorted(config.depths)
-    curve_name = "val" if config.validation_size else "test"
+    curve_names = set()
     for axis, variant in zip(axes, variants):
         for index, depth in enumerate(depths):
             model_id = f"{variant}-{depth}"
@@ -47,15 +62,18 @@ def plot_training_curves(run, config, results, path, banner=None):
             label = f"{depth} layers" + (" (diverged)" if entry.get("diverged") else "")
             axis.plot(epochs, [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
                       color=colour, linewidth=2.4, label=label)
-            if any("val_accuracy" in row for row in rows):
-                axis.plot(epochs, [100 * (1 - row.get("val_accuracy", float("nan"))) for row in rows],
+            column = curve_column(rows)
+            if column:
+                curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
+                axis.plot(epochs, [100 * (1 - row.get(column, float("nan"))) for row in rows],
                           color=colour, linewidth=0.9, linestyle="--")
         axis.set_title(f"{variant} networks")
         integer_ticks(axis)
         axis.set_xlabel("epoch")
         axis.set_ylabel("error (%)")
         axis.grid(alpha=0.3)
-        axis.legend(title=f"bold: train, dashed: {curve_name}", fontsize=8, title_fontsize=8)
+        axis.legend(title=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
+                    fontsize=8, title_fontsize=8)
     top = max([a.get_ylim()[1] for a in axes])
     for axis in axes:
         axis.set_ylim(0, top)
@@ -127,8 +145,8 @@ def lesion_lines(results):
     return lines
 
 
-def write_summary(run, config, results, figures, banner=None):
-    """summary.md: the results table and the figures, readable on its own."""
+def results_table(results):
+    """(headers, rows): one row per model, for summary.md and the end of the run in the terminal."""
     rows = []
     for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
         status = (f"diverged at epoch {entry['diverged_epoch'] + 1}" if entry.get("diverged") else "ok")
@@ -140,11 +158,21 @@ def write_summary(run, config, results, figures, banner=None):
             status, format_value(entry.get("seconds"), "seconds"),
             format_value(entry.get("images_per_second"), "int"),
         ])
-    table = markdown_table(
-        ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
-         "time", "images/s"],
-        rows,
-    )
+    headers = ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
+               "time", "images/s"]
+    return headers, rows
+
+
+def terminal_ending(run, results):
+    """The lines a run ends with in the terminal: the results table, TensorBoard, the report."""
+    return run_ending(run, *results_table(results), extra_lines=[
+        "train error: the last epoch's running error on augmented batches; test error: the whole "
+        "test set, once at the end"])
+
+
+def write_summary(run, config, results, figures, banner=None):
+    """summary.md: the results table and the figures, readable on its own."""
+    table = markdown_table(*results_table(results))
     lines = [
         f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
         banner_markdown(banner),
@@ -162,7 +190,9 @@ def write_summary(run, config, results, figures, banner=None):
         "(thresholds in `tracks/vision/findings.py`).\n",
         "\n".join(finding_lines(vision_findings(results, config.variants))) + "\n",
         "## How to read the figures\n",
-        "- **Training curves**: bold = training error, dashed = test error, colour = depth. He et "
+        "- **Training curves**: bold = training error, dashed = the per-epoch evaluation (the legend "
+        "and the CSV columns say which: `val_*` a validation split, `test_subset_*` a fixed random "
+        "subset of the test set, `test_*` all of it), colour = depth. He et "
         "al.'s Figure 6 found the deeper *plain* net with the *higher* training error (the "
         "degradation problem: not overfitting, it fits its own training data worse) and the deeper "
         "*residual* net with the lower one. The findings above say what this run found.\n",
