@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import keras
+from autodiff import NEEDS_TENSORFLOW_AUTODIFF
 from residual_keras import (
     gradient_norms,
     lesion_sublayers,
@@ -67,6 +68,7 @@ def test_removing_a_plain_sublayer_keeps_the_stream_going():
     assert all(np.isfinite(plain["attention"])) and all(value < 10 for value in plain["attention"])
 
 
+@NEEDS_TENSORFLOW_AUTODIFF
 def test_post_ln_weight_gradients_are_larger_than_pre_ln_at_every_layer():
     """Xiong et al. 2020's point at initialisation, as measured here (Xavier initialisation).
 
@@ -84,6 +86,7 @@ def test_post_ln_weight_gradients_are_larger_than_pre_ln_at_every_layer():
     assert np.all(block_norms("post") > 1.5 * block_norms("pre"))
 
 
+@NEEDS_TENSORFLOW_AUTODIFF
 def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
     """The language track's collapse demo (docs/lab_language.md): GPT-2 init, width 16.
 

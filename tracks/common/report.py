@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from residual_keras.plots import PALETTE, VARIANT_STYLES
+from tracks.common.training import tensorboard_available
 
 
 def depth_colour(index):
@@ -103,6 +104,9 @@ def run_ending(run, headers, rows, extra_lines=()):
     tensorboard = run.path / "tensorboard"
     if tensorboard.is_dir():
         lines.append(f"curves in TensorBoard: tensorboard --logdir {tensorboard}")
+    elif not tensorboard_available():
+        lines.append("no TensorBoard logs: the tensorboard package is not installed "
+                     "(pip install tensorboard, or the package's [tensorboard] extra)")
     lines.append(f"report with figures: {run.path / 'summary.md'}")
     return "\n".join(lines)
 

@@ -448,7 +448,19 @@ def _list_split(root, split):
 
 
 def _load_folder(root, image_size, cache_dir, log):
-    """(x_train, y_train, x_test, y_test, class_names) from root/{train,test}/<class>/."""
+    """(x_train, y_train, x_test, y_test, class_names) from root/{train,test}/<class>/.
+
+    Kept instead of `keras.utils.image_dataset_from_directory`, which gives a
+    batched tf.data pipeline of float images decoded again every epoch (or
+    cached per process) and resizes by stretching unless told to crop. The
+    track needs the images as one uint8 array in memory: He et al.'s
+    per-pixel mean is taken over exactly the training images used, the
+    validation split is stratified, every epoch's order comes from (seed,
+    epoch), and `fingerprint` identifies the data for `--resume`; the decoded
+    arrays are cached across runs (keyed by paths, sizes and mtimes), the
+    class folders of train/ and test/ are checked to agree, and a file that
+    cannot be decoded is named in a one-line error (PIL fallback).
+    """
     train = _list_split(root, "train")
     test = _list_split(root, "test")
     if list(train) != list(test):
