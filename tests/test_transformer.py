@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import keras
 from autodiff import BACKEND, gradient
-from layer_checks import run_layer_test
+from layer_checks import XLA, run_layer_test
 from residual_keras.models import transformer_lm
 from residual_keras.transformer import TransformerBlock
 
@@ -217,9 +217,9 @@ def test_language_model_is_causal_eagerly_and_under_xla():
         np.testing.assert_array_equal(after[:, : t + 1], before[:, : t + 1])
         assert not np.allclose(after[:, t + 1 :], before[:, t + 1 :], atol=1e-4)
 
-    model.compile(jit_compile=True)
+    model.compile(jit_compile=XLA)  # XLA on TensorFlow and JAX, eager on PyTorch
     compiled = model.predict(tokens, batch_size=2, verbose=0)
-    assert model.jit_compile and model.predict_function is not None  # Keras did not fall back from XLA
+    assert model.jit_compile == XLA and model.predict_function is not None  # Keras did not fall back
     np.testing.assert_allclose(compiled, _numpy(model(tokens)), atol=1e-5)
     changed = tokens.copy()
     changed[:, 4:] = (changed[:, 4:] + 5) % 11
