@@ -22,7 +22,7 @@ Every figure follows one convention (`series_styles`): colour = depth,
 line style and marker = variant, one palette (`PALETTE`).
 
 One module per kind of figure: `gradients`, `jacobian`, `activations`,
-`lesions`, `transformer`, `dynamics`; `_style` holds the palette, the
+`lesions`, `transformer`, `dynamics`, `training` (learning curves); `_style` holds the palette, the
 convention and the figure helpers.
 """
 
@@ -32,6 +32,7 @@ from residual_keras.plots.dynamics import dynamics
 from residual_keras.plots.gradients import gradient_flow, layer_gradients, scalar_chain
 from residual_keras.plots.jacobian import depth_scaling, jacobian, jacobian_blocks
 from residual_keras.plots.lesions import block_deletion, lesion, path_gradients
+from residual_keras.plots.training import curves
 from residual_keras.plots.transformer import logit_lens, stream, sublayer_lesions
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "VARIANT_STYLES",
     "activation_growth",
     "block_deletion",
+    "curves",
     "depth_scaling",
     "dynamics",
     "gradient_flow",

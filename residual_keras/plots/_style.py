@@ -43,26 +43,34 @@ def _color(index):
     return PALETTE[index % len(PALETTE)]
 
 def _split_label(label):
-    """("plain", 44) for "plain-44" or "plain-44-warmup100" (the tracks' model ids), else None."""
+    """("plain", 44) for "plain-44"; ("pre warm-up 100", 6) for "pre-6-warmup100" (the tracks' ids), else None.
+
+    A run with warm-up counts as a variant of its own (its own line style);
+    "warmup0" is the run without.
+    """
     parts = str(label).split("-")
+    warmup = ""
     if len(parts) >= 3 and parts[-1].startswith("warmup"):
+        steps = parts[-1][len("warmup"):]
+        warmup = "" if steps in ("", "0") else f" warm-up {steps}"
         parts = parts[:-1]
     if len(parts) >= 2 and parts[-1].isdigit():
-        return "-".join(parts[:-1]), int(parts[-1])
+        return "-".join(parts[:-1]) + warmup, int(parts[-1])
     return None
+
 
 def series_styles(labels):
     """The figures' one convention: colour = depth, line style and marker = variant.
 
-    Labels of the form "<variant>-<depth>" (optionally "-warmup<N>", which
-    then also sets a hollow marker for a warm-up) get the colour of their
+    Labels of the form "<variant>-<depth>" (optionally "-warmup<N>": a run
+    with warm-up is styled as a variant of its own) get the colour of their
     depth (shallow to deep along `PALETTE`) and the line style and marker of
     their variant; when all share one depth, the colour follows the variant
     too. Other labels get one colour each, solid lines.
 
     Returns:
-        a list of dicts with `color`, `linestyle`, `marker` (and
-        `markerfacecolor` for warm-up runs), one per label, for `axes.plot`.
+        a list of dicts with `color`, `linestyle` and `marker`, one per
+        label, for `axes.plot`.
     """
     parsed = [_split_label(label) for label in labels]
     if not labels or any(item is None for item in parsed):
@@ -74,10 +82,7 @@ def series_styles(labels):
         linestyle, marker = VARIANT_STYLES[variants.index(variant) % len(VARIANT_STYLES)]
         # One depth only (e.g. the deepest model of each variant): colour by variant too.
         colour = PALETTE[(depths.index(depth) if len(depths) > 1 else variants.index(variant)) % len(PALETTE)]
-        style = {"color": colour, "linestyle": linestyle, "marker": marker}
-        if str(label).split("-")[-1].startswith("warmup") and not str(label).endswith("warmup0"):
-            style["markerfacecolor"] = "white"
-        styles.append(style)
+        styles.append({"color": colour, "linestyle": linestyle, "marker": marker})
     return styles
 
 def _figure(title, banner, figsize=(7.0, 4.5)):
