@@ -246,7 +246,10 @@ class Objective:
 
     def __call__(self, y_true, y_pred):
         """The mean loss over the batch (float32 scalar)."""
-        return ops.mean(ops.cast(self.function(ops.convert_to_tensor(y_true), y_pred), "float32"))
+        y_true = ops.convert_to_tensor(y_true)
+        if len(y_true.shape) == len(y_pred.shape) - 1 and y_pred.shape[-1] == 1:
+            y_true = ops.expand_dims(y_true, -1)  # labels (B,) for outputs (B, 1), as Keras' fit
+        return ops.mean(ops.cast(self.function(y_true, y_pred), "float32"))
 
     def random_targets(self, seed):
         """Random labels in the form the loss reads (`seed`: an int or a numpy Generator)."""
