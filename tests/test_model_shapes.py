@@ -172,7 +172,7 @@ def test_global_skip_lesion_uses_the_compiled_loss():
 
 
 def test_nested_stages_are_followed_into():
-    model, x, y = SHAPES["nested"]()
+    model, x, _ = SHAPES["nested"]()
     result = d.activation_norms(model, x, training=False)
     stage2 = model.get_layer("stage2")
     stage1_out = model.get_layer("stage1")(model.get_layer("stem")(x))

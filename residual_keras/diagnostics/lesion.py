@@ -31,7 +31,7 @@ from residual_keras._checks import check_positive_int
 from residual_keras.diagnostics import _losses
 from residual_keras.diagnostics._blocks import residual_parts
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._losses import METRICS
+from residual_keras.diagnostics._losses import METRICS  # noqa: F401  (re-exported)
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
 from residual_keras.transformer import TransformerBlock

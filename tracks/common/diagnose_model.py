@@ -76,7 +76,7 @@ def _load(paths, modules):
             raise ValueError(f"--model {path}: no such file")
         try:
             model = keras.saving.load_model(path)
-        except Exception as error:  # Keras raises many kinds for a file it cannot read
+        except Exception as error:  # noqa: BLE001  (Keras raises many kinds for a file it cannot read)
             raise ValueError(
                 f"--model {path}: Keras could not load it ({type(error).__name__}: {error}). A model "
                 "with layers of your own needs them registered with "
