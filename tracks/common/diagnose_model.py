@@ -193,7 +193,7 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
         return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
     blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
     try:
-        config, _ = resolve_config(args, track, config_cls, presets)
+        config, _, _ = resolve_config(args, track, config_cls, presets)
         loaded = _load(args.model, args.modules)
         data, banner = None, None
         if args.input_shape is None:
