@@ -16,23 +16,43 @@ function is traced (and, if the model was compiled with `jit_compile=True`,
 XLA-compiled) once instead of once per length.
 """
 
+import keras
 import numpy as np
 
 from residual_keras._checks import check_positive_int
+from residual_keras.diagnostics._blocks import all_layers
+from residual_keras.diagnostics._losses import choose_output
+from residual_keras.embedding import TokenAndPositionEmbedding
 
 
-def _embedding_of(model):
-    try:
-        embedding = model.get_layer("embedding")
-    except ValueError:
-        embedding = None
-    if not all(hasattr(embedding, name) for name in ("sequence_length", "vocab_size")):
+def _window_and_vocabulary(model):
+    """(context length, vocabulary size) from the model's embedding, found by its type.
+
+    A `TokenAndPositionEmbedding` anywhere in the model knows both. Otherwise
+    the first Keras `Embedding` (the token embedding) gives the vocabulary and
+    the model's fixed input length the context.
+    """
+    found = all_layers(model)
+    ours = [layer for layer in found if isinstance(layer, TokenAndPositionEmbedding)]
+    if ours:
+        return ours[0].sequence_length, ours[0].vocab_size
+    embeddings = [layer for layer in found if isinstance(layer, keras.layers.Embedding)]
+    if not embeddings:
         raise ValueError(
-            f"generate needs a model with a layer named 'embedding' that has "
-            f"`sequence_length` and `vocab_size` (as built by transformer_lm); "
-            f"model {model.name!r} has none."
+            f"generate needs a model with a TokenAndPositionEmbedding or a Keras Embedding "
+            f"layer (token ids in, as transformer_lm builds); model {model.name!r} has none."
         )
-    return embedding
+    try:
+        length = model.inputs[0].shape[1]
+    except (AttributeError, IndexError, TypeError, ValueError):
+        length = None
+    if not isinstance(length, int):
+        raise ValueError(
+            f"generate cannot tell the context length of model {model.name!r}: it has no "
+            "TokenAndPositionEmbedding and no fixed input length. Build it with "
+            "keras.Input(shape=(sequence_length,), dtype='int32')."
+        )
+    return length, embeddings[0].input_dim
 
 
 def _check_prompt(prompt_tokens, vocab_size):
@@ -66,14 +86,16 @@ def _next_token(logits, temperature, top_k, rng):
     return int(rng.choice(logits.size, p=probs / probs.sum()))
 
 
-def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, seed=None):
+def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, seed=None,
+             output_index=None):
     """Continues `prompt_tokens` with `num_tokens` ids sampled from `model`.
 
     Args:
         model: a causal language model from int ids (B, T) to logits
-            (B, T, vocab_size) with a layer named "embedding" that has
-            `sequence_length` and `vocab_size`, such as `transformer_lm`'s.
-            Runs in inference mode (no dropout).
+            (B, T, vocab_size), such as `transformer_lm`'s, with a
+            `TokenAndPositionEmbedding` (at any depth, any name; it gives the
+            context length and the vocabulary), or a Keras `Embedding` and a
+            fixed input length. Runs in inference mode (no dropout).
         prompt_tokens: 1D sequence of int ids in [0, vocab_size), at least one.
             It may be longer than `sequence_length`: only its last
             `sequence_length` ids are seen.
@@ -85,6 +107,9 @@ def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, s
             Default None (all ids).
         seed: int or None. Seed of the sampler (a NumPy generator): the same
             seed, model and prompt give the same ids. Default None.
+        output_index: int, for a model with several outputs (a GPT that
+            returns `[logits, x]`): the one holding the logits. Default None:
+            the only output, or the one `model.compile` gave a loss to.
 
     Returns:
         A 1D NumPy int32 array: the prompt followed by `num_tokens` new ids.
@@ -94,8 +119,7 @@ def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, s
         >>> generate(model, [1, 2, 3], 5, seed=0).shape
         (8,)
     """
-    embedding = _embedding_of(model)
-    window, vocab_size = embedding.sequence_length, embedding.vocab_size
+    window, vocab_size = _window_and_vocabulary(model)
     tokens = _check_prompt(prompt_tokens, vocab_size)
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)) or (
         num_tokens < 0
@@ -113,6 +137,7 @@ def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, s
         context = tokens[-window:]  # slide: keep the last `window` ids
         batch[0, : len(context)] = context
         batch[0, len(context) :] = 0  # padding after the last token: never attended to
-        logits = np.asarray(model.predict_on_batch(batch))  # (1, window, vocab_size)
+        outputs = model.predict_on_batch(batch)
+        logits = np.asarray(choose_output(model, outputs, output_index)[0])  # (1, window, vocab_size)
         tokens.append(_next_token(logits[0, len(context) - 1], temperature, top_k, rng))
     return np.asarray(tokens, dtype="int32")

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import keras
+from residual_keras import TokenAndPositionEmbedding, TransformerBlock
 from residual_keras.generate import generate
 from residual_keras.models import transformer_lm
 
@@ -135,5 +136,44 @@ def test_bad_generate_arguments_raise_value_errors():
     with pytest.raises(ValueError, match="top_k must be a positive integer, got 0"):
         generate(model, [1], 3, top_k=0)
     no_embedding = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="mlp")
-    with pytest.raises(ValueError, match="layer named 'embedding'.*'mlp'"):
+    with pytest.raises(ValueError, match="TokenAndPositionEmbedding or a Keras Embedding.*'mlp'"):
         generate(no_embedding, [1], 3)
+
+
+def _gpt_with_two_outputs(embedding_name="token_and_position"):
+    """keras-io's miniature GPT shape: any embedding name, outputs [logits, x]."""
+    tokens = keras.Input((6,), dtype="int32")
+    x = TokenAndPositionEmbedding(11, 6, 8, name=embedding_name)(tokens)
+    x = TransformerBlock(2, 16, name="block")(x)
+    return keras.Model(tokens, [keras.layers.Dense(11, name="head")(x), x], name="gpt")
+
+
+def test_generate_finds_the_embedding_by_type_and_reads_the_chosen_output():
+    model = _gpt_with_two_outputs()
+    with pytest.raises(ValueError, match="2 outputs.*output_index="):
+        generate(model, [1, 2], 3)
+    ids = generate(model, [1, 2], 4, temperature=0, output_index=0)
+    # The same greedy ids as a naive loop over the logits output.
+    expected = [1, 2]
+    for _ in range(4):
+        window = np.zeros((1, 6), "int32")
+        window[0, : len(expected)] = expected[-6:]
+        logits = keras.ops.convert_to_numpy(model(window)[0])
+        expected.append(int(np.argmax(logits[0, len(expected[-6:]) - 1])))
+    np.testing.assert_array_equal(ids, expected)
+    model.compile(loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), None])
+    np.testing.assert_array_equal(generate(model, [1, 2], 4, temperature=0), expected)  # the compiled output
+
+
+def test_generate_with_a_keras_embedding_and_a_fixed_input_length():
+    tokens = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(7, 4, name="tokens")(tokens)
+    model = keras.Model(tokens, keras.layers.Dense(7)(x), name="bigram")
+    out = generate(model, [1, 2, 3, 4, 5, 6], 3, seed=0)  # longer than the window: it slides
+    assert out.shape == (9,) and np.all(out < 7)
+    with pytest.raises(ValueError, match="contains id 7, outside \\[0, 7\\)"):
+        generate(model, [7], 1)
+    free = keras.Input((None,), dtype="int32")
+    unknown_length = keras.Model(free, keras.layers.Dense(7)(keras.layers.Embedding(7, 4)(free)), name="free")
+    with pytest.raises(ValueError, match="context length of model 'free'.*keras.Input"):
+        generate(unknown_length, [1], 1)

@@ -142,3 +142,29 @@ def test_labels_must_match_results():
         plots.scalar_chain(scalar_chain(0.5, 3), labels=["a", "b"])
     with pytest.raises(TypeError):
         plots.gradient_flow([])
+
+
+def test_curves_follow_the_convention_and_keep_bold_lines_solid_beside_dashed_ones(tmp_path):
+    panels = [
+        ("plain", [{"label": "plain-8", "legend": "8 layers", "x": [1, 2], "y": [50, 40], "dashed": [55, 45]},
+                   {"label": "plain-32", "legend": "32 layers", "x": [1, 2], "y": [60, 58], "dashed": [61, 59]}]),
+        ("residual", [{"label": "residual-8", "legend": "8 layers", "x": [1, 2], "y": [50, 41]},
+                      {"label": "residual-32", "legend": "32 layers", "x": [1, 2], "y": [52, 38]}]),
+    ]
+    figure = plots.curves(panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=tmp_path / "c.png")
+    left, right = figure.axes
+    bold = [line for line in left.get_lines() if line.get_linewidth() > 2]
+    assert [line.get_linestyle() for line in bold] == ["-", "-"]  # dashed means "test" here
+    assert bold[0].get_color() != bold[1].get_color()  # colour = depth
+    assert right.get_lines()[0].get_color() == bold[0].get_color()  # the same depth, the same colour
+    assert left.get_ylim()[0] == 0 and left.get_ylim() == right.get_ylim()
+    assert saved_png(tmp_path / "c.png")
+
+
+def test_series_styles_colour_by_depth_and_style_by_variant_including_warmup():
+    styles = plots.series_styles(["pre-6-warmup0", "pre-6-warmup100", "post-6-warmup0", "pre-12-warmup0"])
+    assert styles[0]["color"] == styles[1]["color"] == styles[2]["color"] != styles[3]["color"]
+    assert styles[0]["linestyle"] != styles[1]["linestyle"]  # a run with warm-up is styled apart
+    assert styles[0]["marker"] != styles[2]["marker"]  # another variant
+    odd = plots.series_styles(["alpha = 0.1", "alpha = 0.5"])
+    assert odd[0]["color"] != odd[1]["color"]

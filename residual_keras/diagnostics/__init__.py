@@ -40,27 +40,51 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   (`lesion_sublayers`).
 
 Which layers are "blocks": in a model, every instance of the library's block
-classes (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`,
-`TransformerBlock`), in the model's layer order; pass `blocks=[names or
-layers]` to choose others (a student's own residual layer, say). The blocks
-must form a chain: block l+1's input is computed from block l's output alone
-(other layers in between, such as Dropout, are allowed). The "stream points"
-are `x_0` = the first block's input and `x_l` = the output of block l (after
-any such in-between layers, i.e. block l+1's input; `x_L` is the last
-block's output).
+classes (`BasicBlock`, `BottleneckBlock`, `PreActBasicBlock`,
+`FixupBasicBlock`, `TransformerBlock`) at any depth (inside nested
+`Sequential` stages, functional sub-models, a subclassed model's
+attributes), ordered as the forward pass calls them; pass `blocks=[names or
+layers]` to choose others (a student's own residual layer, say). The "stream
+points" are `x_0` = the first block's input, `x_l` = block l+1's input (the
+output of block l after any layers in between, such as Dropout) and `x_L` =
+the last block's output.
+
+Any model shape works: functional models with one or several outputs
+(`output_index=` says which one the loss reads), skips around the blocks
+(EDSR's global skip), nested models and stages, Sequential and subclassed
+models. The instruments run the whole model and intercept its blocks'
+calls, to record the stream points or to replace a block (lesions, paths,
+the Jacobian's x_0), instead of cutting the model into pieces (`_forward`).
+What cannot be measured (a block called twice in one pass, a model whose
+call the interception cannot see) raises one ValueError that names the
+block in the way and the workaround.
+
+The loss and the metric come from the model (`_losses`): `loss=` if given,
+else the loss of `model.compile`, else the cross-entropy that fits the
+output (logits or probabilities, binary for one unit); where none fits (an
+image output with neither `y` nor `loss`) the instruments refuse.
+
+No instrument changes its model: every variable (weights, BatchNorm
+statistics, seed generators) is as before the call (`_state`; a
+training-mode pass's BatchNorm updates are written back).
+`calibrate_batchnorm` is the one exception: it exists to set the BatchNorm
+statistics.
 
 Keras 3 has no backend-agnostic API for gradients of intermediate tensors or
-Jacobian-vector products, so `gradient_norms` and `jacobian_norm` use
-TensorFlow's autodiff (`tf.GradientTape`, `tf.autodiff.ForwardAccumulator`)
-and need the TensorFlow backend; TensorFlow is imported inside those two
-functions only. The forward passes use `keras.ops`.
+Jacobian-vector products, so the gradient instruments (`gradient_norms`,
+`jacobian_norm`, `path_gradients`) use TensorFlow's autodiff through one
+small module, `_autodiff`, and need the TensorFlow backend. The forward
+passes use `keras.ops`.
 
 Every instrument returns plain data (a dict of lists, floats and numpy
 arrays) that `residual_keras.plots` draws and that `json`-friendly reports
-can store. None of them changes the model.
+can store.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
-`paths`, `stream`, `scalar_chain`, `calibration`, `dynamics` (during training); `_blocks` finds the blocks.
+`paths`, `stream`, `scalar_chain`, `calibration`, `dynamics` (during
+training); `_blocks` finds the blocks, `_forward` runs the model with their
+calls intercepted, `_losses` chooses the loss and metric, `_state` restores
+the variables, `_autodiff` differentiates.
 """
 
 from residual_keras.diagnostics._blocks import block_classes, find_blocks, residual_parts

@@ -1,7 +1,10 @@
-"""Finding a model's residual blocks and cutting it at them.
+"""Which layers of a model are its residual-stream blocks, and their residual parts.
 
-The instruments see a model as a chain `pre -> (block, between)* -> head`
-(see `_Chain`): x_0 is the first block's input, x_l block l's output.
+`find_blocks` walks the model's layers at any depth (a block inside a nested
+`Sequential` stage, a functional sub-model or a subclassed model's
+attributes counts), in the order Keras lists them. The instruments then run
+the whole model (`_forward.Forward`) and order the blocks as the forward
+pass calls them.
 """
 
 import keras
@@ -38,9 +41,122 @@ def residual_parts(block):
     return None
 
 
+def _sublayers(layer):
+    """The layers directly inside `layer`.
+
+    `Model.layers` lists a model's own layers only; a layer's sublayers
+    (a block's convolutions, a student's `Stage(Layer)` holding blocks) have
+    no public Keras API, so this one private call stands for it.
+    """
+    return list(layer._flatten_layers(include_self=False, recursive=False))
+
+
+def _walk(layer, path=(), stop_at=None):
+    """(sublayer, path of names) for every layer inside `layer`, depth first.
+
+    Does not look inside layers for which `stop_at(layer)` is true.
+    """
+    seen = set()
+
+    def visit(parent, prefix):
+        for child in _sublayers(parent):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            child_path = prefix + (child.name,)
+            yield child, child_path
+            if stop_at is None or not stop_at(child):
+                yield from visit(child, child_path)
+
+    yield from visit(layer, path)
+
+
+def all_layers(model):
+    """Every layer inside `model`, at any depth, in the order Keras lists them."""
+    return [layer for layer, _ in _walk(model)]
+
+
+def _is_block(layer):
+    return isinstance(layer, block_classes())
+
+
 def find_blocks(model):
-    """The model's library blocks, in the model's (input -> output) layer order."""
-    return [layer for layer in model.layers if isinstance(layer, block_classes())]
+    """The library blocks inside `model`, outermost only, in the order Keras lists them.
+
+    Blocks inside nested models and stages count. For a functional model
+    this is the order from input to output; the instruments order the
+    blocks as the forward pass really calls them.
+    """
+    return [layer for layer, _ in _walk(model, stop_at=_is_block) if _is_block(layer)]
+
+
+def _block_names(paths):
+    """Each block's name, or its path `outer/inner` where names repeat (nested stages)."""
+    names = [path[-1] for path in paths]
+    return [
+        name if names.count(name) == 1 else "/".join(path)
+        for name, path in zip(names, paths)
+    ]
+
+
+def resolve_blocks(model, blocks=None):
+    """(blocks, names): the library blocks of `model`, or the layers `blocks` names.
+
+    Args:
+        model: a keras.Model.
+        blocks: None, or a list of layers of the model or of their names
+            (a nested block by its name, or by `outer/inner` where its name
+            is not unique).
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"Expected a keras.Model, got {type(model).__name__}. For a list of "
+            "layers use jacobian_norm(layers, x)."
+        )
+    walked = list(_walk(model))
+    paths = {id(layer): path for layer, path in walked}
+    if blocks is None:
+        found = find_blocks(model)
+        if not found:
+            raise ValueError(
+                f"Model {model.name!r} has no residual_keras blocks "
+                f"({', '.join(cls.__name__ for cls in block_classes())}); "
+                "pass blocks=[layer names] to choose the layers to measure."
+            )
+    else:
+        if not blocks:
+            raise ValueError("blocks must name at least one layer, got [].")
+        found = [_look_up(model, walked, paths, block) for block in blocks]
+        for block in found:
+            inside = [other.name for other in found if other is not block
+                      and any(layer is block for layer, _ in _walk(other))]
+            if inside:
+                raise ValueError(
+                    f"Block {block.name!r} is inside block {inside[0]!r}: choose either "
+                    "the outer block or the blocks inside it."
+                )
+        if len({id(block) for block in found}) != len(found):
+            raise ValueError(f"blocks names a layer twice: {[block.name for block in found]}.")
+    return found, _block_names([paths[id(block)] for block in found])
+
+
+def _look_up(model, walked, paths, block):
+    if isinstance(block, keras.layers.Layer):
+        if id(block) not in paths:
+            raise ValueError(f"Layer {block.name!r} is not inside model {model.name!r}.")
+        return block
+    if not isinstance(block, str):
+        raise TypeError(f"blocks must hold layers or layer names, got {block!r}.")
+    matches = [layer for layer, path in walked if block in (layer.name, "/".join(path))]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ValueError(f"Model {model.name!r} has no layer named {block!r}.")
+    where = ", ".join("/".join(paths[id(layer)]) for layer in matches)
+    raise ValueError(
+        f"Model {model.name!r} has {len(matches)} layers named {block!r} ({where}): "
+        "name one by its path."
+    )
 
 
 def _call(layer, x, training):
@@ -48,92 +164,3 @@ def _call(layer, x, training):
     if isinstance(layer, keras.layers.Layer):
         return layer(x, training=training)
     return layer(x)
-
-
-def _single(tensors):
-    """A model's only input/output tensor (Keras keeps lists for several)."""
-    if isinstance(tensors, (list, tuple)):
-        return tensors[0] if len(tensors) == 1 else list(tensors)
-    return tensors
-
-
-class _Chain:
-    """A model cut at its blocks: `pre -> (block, between)* -> head`.
-
-    `pre` maps the model input to the first block's input, `between[l]` maps
-    block l's output to block l+1's input (None when they are the same
-    tensor), `head` maps the last block's output to the model output. Each
-    piece is a functional sub-model sharing the model's layers (and weights).
-    """
-
-    def __init__(self, model, blocks=None):
-        if not isinstance(model, keras.Model):
-            raise TypeError(
-                f"Expected a keras.Model, got {type(model).__name__}. For a "
-                "list of layers use jacobian_norm(layers, x)."
-            )
-        self.model_name = model.name
-        if blocks is None:
-            self.blocks = find_blocks(model)
-            if not self.blocks:
-                raise ValueError(
-                    f"Model {model.name!r} has no residual_keras blocks "
-                    f"({', '.join(cls.__name__ for cls in block_classes())}); "
-                    "pass blocks=[layer names] to choose the layers to measure."
-                )
-        else:
-            if not blocks:
-                raise ValueError("blocks must name at least one layer, got [].")
-            self.blocks = [
-                model.get_layer(block) if isinstance(block, str) else block
-                for block in blocks
-            ]
-        self.names = [block.name for block in self.blocks]
-        try:
-            self.pre = self._piece(_single(model.inputs), self.blocks[0].input)
-            self.between = [
-                self._piece(left.output, right.input)
-                for left, right in zip(self.blocks[:-1], self.blocks[1:])
-            ]
-            self.head = self._piece(self.blocks[-1].output, _single(model.outputs))
-        except ValueError as error:
-            raise ValueError(
-                f"The blocks of model {model.name!r} ({', '.join(self.names)}) do "
-                "not form a chain: each block's input must be computed from the "
-                f"previous block's output alone. Keras said: {error}"
-            ) from error
-
-    @staticmethod
-    def _piece(inputs, outputs):
-        if inputs is outputs:
-            return None
-        return keras.Model(inputs, outputs)
-
-    @staticmethod
-    def _run(piece, x, training):
-        return x if piece is None else piece(x, training=training)
-
-    def first_input(self, x, training):
-        """`x_0`: the input of the first block."""
-        return self._run(self.pre, x, training)
-
-    def step(self, index, x, training, block_fn=None):
-        """Block `index` (or `block_fn` instead) and the layers after it."""
-        if block_fn is None:
-            x = self.blocks[index](x, training=training)
-        else:
-            x = block_fn(x)
-        if index < len(self.between):
-            x = self._run(self.between[index], x, training)
-        return x
-
-    def output(self, x, training):
-        """The model output from the last block's output."""
-        return self._run(self.head, x, training)
-
-    def step_functions(self):
-        """Functions `x_{l-1} -> x_l` in inference mode, one per block."""
-        return [
-            (lambda x, index=index: self.step(index, x, False))
-            for index in range(len(self.blocks))
-        ]

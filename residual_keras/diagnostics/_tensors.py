@@ -1,25 +1,10 @@
-"""Small numeric helpers the instruments share: norms per example, numpy, losses."""
-
-import contextlib
-import logging
+"""Small numeric helpers the instruments share: norms per example, numpy."""
 
 import keras
 import numpy as np
 from keras import ops
 
 _TINY = 1e-300
-
-
-@contextlib.contextmanager
-def _quiet_tensorflow_logger():
-    """Hides TensorFlow's "triggered tf.function retracing" warning meanwhile."""
-    logger = logging.getLogger("tensorflow")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _smallest_normal(dtype):
@@ -41,20 +26,3 @@ def _per_example_norm(x, dtype="float32"):
 def _per_example_rms(x):
     x = ops.cast(x, "float32")
     return ops.sqrt(ops.mean(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1))
-
-
-def _default_loss(y_true, y_pred):
-    """Mean sparse categorical cross-entropy of logits."""
-    return ops.mean(
-        keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
-    )
-
-
-def _resolve_loss(loss):
-    if loss is None:
-        return _default_loss
-    if isinstance(loss, str) or isinstance(loss, keras.losses.Loss):
-        return keras.losses.get(loss)
-    if callable(loss):
-        return loss
-    raise TypeError(f"loss must be None, a Keras loss or a callable, got {loss!r}.")

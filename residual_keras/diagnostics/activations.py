@@ -1,12 +1,13 @@
 """The size of the residual stream after every block (`activation_norms`)."""
 
 import numpy as np
-from keras import ops
 
-from residual_keras.diagnostics._blocks import _Chain
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _per_example_rms, _to_numpy
 
 
+@leaves_model_unchanged
 def activation_norms(model, x, *, training=True, blocks=None):
     """RMS of the residual stream at every stream point, per example.
 
@@ -24,8 +25,11 @@ def activation_norms(model, x, *, training=True, blocks=None):
     branches are as large as the stream they read, so its variance doubles
     at every block and it grows exponentially (`cifar_resnet(norm="none")`).
 
+    The model is left as it was (a training-mode pass's BatchNorm statistics
+    are written back).
+
     Args:
-        model: keras.Model built from residual_keras blocks.
+        model: keras.Model containing residual_keras blocks (any shape).
         x: a batch of model inputs.
         training: bool. Mode of BatchNorm/Dropout. Default True.
         blocks: optional list of layer names (or layers) to use as blocks.
@@ -34,15 +38,12 @@ def activation_norms(model, x, *, training=True, blocks=None):
         dict with `model`, `names` (L block names), `depths` (0..L) and
         `rms` (float64 array (L+1, B)).
     """
-    chain = _Chain(model, blocks)
-    stream = chain.first_input(ops.convert_to_tensor(x), training)
-    rows = [_to_numpy(_per_example_rms(stream))]
-    for index in range(len(chain.blocks)):
-        stream = chain.step(index, stream, training)
-        rows.append(_to_numpy(_per_example_rms(stream)))
+    forward = Forward(model, blocks)
+    trace = forward.run(x, training=training)
+    rows = [_to_numpy(_per_example_rms(point)) for point in trace.points]
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
+        "model": forward.model_name,
+        "names": list(forward.names),
         "depths": np.arange(len(rows)),
         "rms": np.stack(rows).astype("float64"),
     }

@@ -1,7 +1,15 @@
-"""BatchNorm moving statistics from one batch (`calibrate_batchnorm`)."""
+"""BatchNorm moving statistics from one batch (`calibrate_batchnorm`).
+
+The one function of `residual_keras.diagnostics` meant to change its model:
+it sets the BatchNorm moving statistics, and nothing else (seed generators
+a training-mode pass advances are written back).
+"""
 
 import keras
-from keras import ops
+
+from residual_keras.diagnostics._blocks import all_layers
+from residual_keras.diagnostics._forward import as_tensors
+from residual_keras.diagnostics._state import unchanged
 
 
 def calibrate_batchnorm(model, x):
@@ -10,21 +18,22 @@ def calibrate_batchnorm(model, x):
     One forward pass in training mode with momentum 0: afterwards inference
     mode computes on `x` exactly what training mode computes, so per-example
     instruments that run in inference mode (`jacobian_norm`) see a normalised
-    network. Only the BatchNorm moving statistics of `model` change.
+    network. Only the BatchNorm moving statistics of `model` change (every
+    other variable is written back); unlike the instruments, this changes
+    the model on purpose. Works on any model shape (BatchNorms in nested
+    models and inside layers count).
 
     Returns:
         The number of BatchNormalization layers calibrated.
     """
-    norms = [
-        layer
-        for layer in model._flatten_layers()
-        if isinstance(layer, keras.layers.BatchNormalization)
-    ]
+    norms = [layer for layer in all_layers(model) if isinstance(layer, keras.layers.BatchNormalization)]
+    statistics = [variable for layer in norms for variable in (layer.moving_mean, layer.moving_variance)]
     momenta = [layer.momentum for layer in norms]
     for layer in norms:
         layer.momentum = 0.0
     try:
-        model(ops.convert_to_tensor(x), training=True)
+        with unchanged(model, keep=statistics):
+            model(as_tensors(x), training=True)
     finally:
         for layer, momentum in zip(norms, momenta):
             layer.momentum = momentum

@@ -28,7 +28,9 @@ import pathlib
 import keras
 import numpy as np
 
-from residual_keras.diagnostics._blocks import find_blocks, residual_parts
+from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.stream import stream_contributions
@@ -62,11 +64,20 @@ def _norm(arrays):
 class TrainingDynamics(keras.callbacks.Callback):
     """Records gradient flow, update sizes, branch sizes and identity scalars during `fit`.
 
+    Works on any model shape the instruments measure (see `gradient_norms`);
+    recording leaves the model's variables as they were.
+
     Args:
         x: a fixed batch of model inputs.
         y: its targets (labels, next tokens), or None for random labels.
         path: optional CSV file the rows are written to after every record.
         every: int. Record every `every` epochs (and at the start). Default 1.
+        loss: the loss of the gradient gain: None (the loss of
+            `model.compile`, else the cross-entropy that fits the output), a
+            Keras loss or a callable.
+        output_index: for a model with several outputs, the one the loss
+            reads (see `gradient_norms`).
+        blocks: optional list of layer names (or layers) to use as blocks.
 
     Example:
         >>> dynamics = TrainingDynamics(x_batch, y_batch)
@@ -74,33 +85,31 @@ class TrainingDynamics(keras.callbacks.Callback):
         >>> dynamics.rows[0]["gradient_gain"]  # doctest: +SKIP
     """
 
-    def __init__(self, x, y=None, *, path=None, every=1):
+    def __init__(self, x, y=None, *, path=None, every=1, loss=None, output_index=None, blocks=None):
         super().__init__()
         self.x, self.y = x, y
+        self.loss, self.output_index, self.block_choice = loss, output_index, blocks
         self.path = None if path is None else pathlib.Path(path)
         self.every = int(every)
         self.rows = []
         self._before = None
         self.seconds = 0.0
 
-    def _blocks(self):
-        return find_blocks(self.model)
+    def _forward(self):
+        """The blocks in forward order, with one inference-mode run of the fixed batch."""
+        forward = Forward(self.model, self.block_choice)
+        return forward, forward.run(self.x)
 
-    def _snapshot(self):
-        return [[_to_numpy(w).copy() for w in block.trainable_weights] for block in self._blocks()]
+    def _snapshot(self, blocks):
+        return [[_to_numpy(w).copy() for w in block.trainable_weights] for block in blocks]
 
-    def _branch_ratios(self, blocks):
+    def _branch_ratios(self, blocks, trace):
         ratios = [None] * len(blocks)
         if all(isinstance(block, TransformerBlock) for block in blocks):
-            result = stream_contributions(self.model, self.x)
+            result = stream_contributions(self.model, self.x, blocks=blocks)
             means = (np.asarray(result["attention"]) + np.asarray(result["feedforward"])) / 2
             return [float(value) for value in means.mean(axis=1)]
-        stream = self.x
-        # The stream entering each block, from one inference-mode pass.
-        probe = keras.Model(self.model.inputs, [block.input for block in blocks])
-        inputs = probe(stream, training=False)
-        inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
-        for index, (block, at) in enumerate(zip(blocks, inputs)):
+        for index, (block, at) in enumerate(zip(blocks, trace.inputs)):
             parts = residual_parts(block)
             if parts is not None:
                 branch, shortcut, _ = parts
@@ -112,18 +121,21 @@ class TrainingDynamics(keras.callbacks.Callback):
         import time
 
         start = time.perf_counter()
-        blocks = self._blocks()
-        flow = gradient_norms(self.model, self.x, self.y, training=False)
-        after = self._snapshot()
+        with unchanged(self.model):
+            forward, trace = self._forward()
+            blocks = forward.blocks
+            flow = gradient_norms(self.model, self.x, self.y, training=False, loss=self.loss,
+                                  output_index=self.output_index, blocks=blocks)
+            branch = self._branch_ratios(blocks, trace)
+        after = self._snapshot(blocks)
         updates = [None] * len(blocks)
         if self._before is not None:
             updates = [_norm([a - b for a, b in zip(now, then)]) / max(_norm(then), 1e-30)
                        for now, then in zip(after, self._before)]
         self._before = after
-        branch = self._branch_ratios(blocks)
-        for index, block in enumerate(blocks):
+        for index, (block, name) in enumerate(zip(blocks, forward.names)):
             self.rows.append({
-                "epoch": epoch, "block": index + 1, "name": block.name,
+                "epoch": epoch, "block": index + 1, "name": name,
                 "gradient_gain": flow["gain"],
                 "stream_grad_norm": float(flow["stream_grad_norms"][index]),
                 "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
@@ -152,7 +164,7 @@ class TrainingDynamics(keras.callbacks.Callback):
             if not self.rows:
                 self._record(0)  # epoch 0 = before any training
             else:
-                self._before = self._snapshot()
+                self._before = self._snapshot(self._forward()[0].blocks)
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every == 0:

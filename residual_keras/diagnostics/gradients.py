@@ -5,16 +5,24 @@ import math
 import numpy as np
 from keras import ops
 
-from residual_keras.diagnostics._blocks import _Chain
-from residual_keras.diagnostics._tensors import _resolve_loss, _to_numpy
+from residual_keras.diagnostics import _autodiff, _losses
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._tensors import _to_numpy
 
 
-def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, seed=0):
+@leaves_model_unchanged
+def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, seed=0,
+                   output_index=None):
     """Norms of the loss gradient along the residual stream and for every weight.
 
-    Runs one forward and backward pass and records `||dLoss/dx_l||` at every
-    stream point (`x_0` = first block's input, `x_l` = block l's output) and
-    `||dLoss/dW||` for every trainable weight. The residual identity path
+    Runs one forward and backward pass of the whole model and records
+    `||dLoss/dx_l||` at every stream point (`x_0` = first block's input,
+    `x_l` = block l+1's input, `x_L` = last block's output) and
+    `||dLoss/dW||` for every trainable weight. `dLoss/dx_l` is the gradient
+    that reaches x_l through the blocks after it (a skip around the blocks,
+    such as EDSR's global one, carries its own gradient to the first block's
+    input, which is not counted). The residual identity path
     keeps `||dLoss/dx_0||` within a modest factor of `||dLoss/dx_L||`; a
     plain stack multiplies L Jacobians.
 
@@ -35,23 +43,33 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
       from 1 as a product of L Jacobians (`python -m tracks.vision diagnose`
       measures both at 20, 56 and 110 layers).
 
-    Uses `tf.GradientTape` (TensorFlow backend only).
+    The model is left exactly as it was: the BatchNorm statistics and
+    seed generators a training-mode pass moves are written back.
+
+    Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only).
 
     Args:
-        model: keras.Model built from residual_keras blocks (see the module
-            docstring; `blocks` chooses others).
+        model: keras.Model containing residual_keras blocks, at any depth
+            and of any shape (see the module docstring; `blocks` chooses
+            others).
         x: a batch of model inputs.
         y: targets for `loss`, or None. With y=None the targets are random
-            integer labels (uniform over the last axis of the model output,
-            numpy seed `seed`): the loss is then the cross-entropy a network
-            sees on data it cannot have learnt, which at initialisation is
-            typical of real data.
-        loss: None (mean sparse categorical cross-entropy of logits), a Keras
-            loss (name or object) or a callable `loss(y_true, y_pred)`;
-            per-example values are averaged.
+            labels in the form the loss reads (integers over the last axis
+            of the output for a classifier, 0/1 for a one-unit output, numpy
+            seed `seed`): the loss is then the cross-entropy a network sees
+            on data it cannot have learnt, which at initialisation is typical
+            of real data. An output that is not a classifier's (an image)
+            needs y.
+        loss: None (the loss of `model.compile`, else the cross-entropy that
+            fits the output: of logits or of probabilities, binary for one
+            unit), a Keras loss (name or object) or a callable
+            `loss(y_true, y_pred)`; per-example values are averaged.
         training: bool. Mode of BatchNorm/Dropout in the pass. Default True.
         blocks: optional list of layer names (or layers) to use as blocks.
         seed: int. Seed of the random labels. Default 0.
+        output_index: int or output name, for a model with several outputs:
+            the one the loss reads. Default None: the only output (or the
+            one `model.compile` gave a loss to).
 
     Returns:
         dict with
@@ -69,29 +87,22 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
           towards the output, Pre-LN's stay level);
         - `loss` (float) and `training` (bool).
     """
-    import tensorflow as tf
-
-    chain = _Chain(model, blocks)
-    loss_fn = _resolve_loss(loss)
-    x = ops.convert_to_tensor(x)
+    _autodiff.require_autodiff("gradient_norms")
+    forward = Forward(model, blocks)
+    first = forward.run(x)  # inference mode: the blocks' order and the stream's shapes
+    objective = _losses.objective(model, first.model_outputs, loss, output_index)
+    targets = objective.random_targets(seed) if y is None else y
     weights = list(model.trainable_weights)
-    with tf.GradientTape() as tape:
-        stream = chain.first_input(x, training)
-        tape.watch(stream)  # needed when x_0 is the model input itself
-        points = [stream]
-        for index in range(len(chain.blocks)):
-            stream = chain.step(index, stream, training)
-            points.append(stream)
-        outputs = chain.output(stream, training)
-        targets = y
-        if targets is None:
-            rng = np.random.default_rng(seed)
-            targets = rng.integers(0, outputs.shape[-1], size=tuple(outputs.shape[:-1]))
-        value = loss_fn(ops.convert_to_tensor(targets), outputs)
-        value = ops.mean(ops.cast(value, "float32"))  # per-example losses -> mean
-    gradients = tape.gradient(value, points + weights)
-    stream_grads = gradients[: len(points)]
-    weight_grads = gradients[len(points) :]
+
+    def loss_value(*perturbations):
+        # x_l + 0: the gradient with respect to the zero is dLoss/dx_l.
+        trace = forward.run(x, training=training,
+                            edit=lambda point, tensor: tensor + perturbations[point])
+        output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
+        return objective(targets, output)
+
+    zeros = [ops.zeros_like(point) for point in first.points]
+    value, stream_grads, weight_grads = _autodiff.value_and_gradients(loss_value, zeros, weights)
 
     def norm(tensor):
         if tensor is None:
@@ -101,7 +112,7 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
     stream_norms = np.array([norm(grad) for grad in stream_grads], dtype="float64")
     weight_grad_norms = np.array([norm(grad) for grad in weight_grads])
     block_norms = []
-    for block in chain.blocks:
+    for block in forward.blocks:
         mine = {id(weight) for weight in block.trainable_weights}
         block_norms.append(math.sqrt(sum(
             value**2 for weight, value in zip(weights, weight_grad_norms) if id(weight) in mine
@@ -109,8 +120,8 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = stream_norms[0] / stream_norms[-1] if stream_norms[-1] else float("nan")
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
+        "model": forward.model_name,
+        "names": list(forward.names),
         "stream_grad_norms": stream_norms,
         "gain": float(gain),
         "weight_names": [weight.path for weight in weights],

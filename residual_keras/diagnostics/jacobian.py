@@ -5,11 +5,13 @@ import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
-from residual_keras.diagnostics._blocks import _Chain, _call, residual_parts
+from residual_keras.diagnostics import _autodiff
+from residual_keras.diagnostics._blocks import _call, residual_parts
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
     _TINY,
     _per_example_norm,
-    _quiet_tensorflow_logger,
     _smallest_normal,
     _to_numpy,
 )
@@ -29,17 +31,15 @@ def _compose(functions):
 def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=False):
     """Per-example `||d function / d x||_2` by power iteration on `J^T J`.
 
-    Each iteration is one forward pass with a forward-mode tangent (u = J v,
-    `tf.autodiff.ForwardAccumulator`) and one backward pass (J^T u,
-    `tf.GradientTape`). Examples are normalised separately, which is exact
-    when the function treats examples independently (inference mode). The
-    backward pass is seeded with u / ||u|| so that tiny gains (0.2^50) do
-    not underflow. With `use_tf_function=True`, iterations after the first
-    few (which often suffice) run as a traced `tf.function` instead of
-    eagerly. Returns (sigma (B,) numpy, v,
-    iterations used, converged).
+    Each iteration is one forward pass with a forward-mode tangent (u = J v)
+    and one backward pass (J^T u), `_autodiff.linearize`. Examples are
+    normalised separately, which is exact when the function treats examples
+    independently (inference mode). The backward pass is seeded with
+    u / ||u|| so that tiny gains (0.2^50) do not underflow. With
+    `use_tf_function=True`, iterations after the first few (which often
+    suffice) run as a traced graph instead of eagerly. Returns (sigma (B,)
+    numpy, v, iterations used, converged).
     """
-    import tensorflow as tf
 
     def normalise(tensor):
         # Norms in float64: squares of float32 entries near 1e-30 would underflow.
@@ -50,27 +50,17 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
         return tensor / ops.reshape(divisor, shape), norms
 
     def power_step(v):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            with tf.autodiff.ForwardAccumulator(x, v) as accumulator:
-                y = function(x)
-            u = accumulator.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        u, pullback = _autodiff.linearize(function, x, v)
         u_unit, sigma = normalise(u)
-        w = tape.gradient(y, x, output_gradients=tf.stop_gradient(u_unit))
-        if w is None:  # the output does not depend on x at all
-            w = ops.zeros_like(x)
-        return normalise(w)[0], sigma
+        return normalise(pullback(u_unit))[0], sigma
 
     v, _ = normalise(v)
     previous = None
     step = power_step
     for iteration in range(1, num_iterations + 1):
         if use_tf_function and iteration == _EAGER_ITERATIONS + 1:
-            step = tf.function(power_step)  # tracing pays off only when not converged
-            with _quiet_tensorflow_logger():  # each estimate traces anew: expected
-                v, sigma = step(v)
-        else:
-            v, sigma = step(v)
+            step = _autodiff.trace(power_step)  # tracing pays off only when not converged
+        v, sigma = step(v)
         sigma = _to_numpy(sigma).astype("float64")
         if previous is not None:
             change = np.abs(sigma - previous) / np.maximum(np.abs(sigma), _TINY)
@@ -80,6 +70,7 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     return sigma, v, num_iterations, False
 
 
+@leaves_model_unchanged
 def jacobian_norm(
     model_or_layers,
     x,
@@ -107,6 +98,11 @@ def jacobian_norm(
     initialisation have branches with `eps_l` near or above 1, so their norm
     can be large (`per_branch=True` gives the eps_l).
 
+    `x_0` and `x_L` are as the whole model computes them, whatever its shape
+    (blocks in nested stages, a skip around them, several outputs): the
+    function x_0 -> x_l is the model run with x_0 replaced (`_forward`), so
+    the layers between blocks count as part of the block before them.
+
     The model runs in inference mode (BatchNorm with its moving statistics,
     no Dropout), so that examples do not interact and each example's
     Jacobian is a separate matrix: the result has one norm per example. In
@@ -116,8 +112,7 @@ def jacobian_norm(
     `calibrate_batchnorm(model, x)` first to measure the network as its first
     training step computes it.
 
-    Uses `tf.autodiff.ForwardAccumulator` and `tf.GradientTape` (TensorFlow
-    backend only). float32 cannot represent gains below about 1e-38.
+    Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only). float32 cannot represent gains below about 1e-38.
 
     Power iteration approaches the largest singular value from below, at a
     rate set by the gap to the second one: where many singular values are
@@ -164,14 +159,19 @@ def jacobian_norm(
         iterations any estimate used) and `converged` (bool: all estimates
         met `tolerance`).
     """
+    _autodiff.require_autodiff("jacobian_norm")
     num_iterations = check_positive_int("num_iterations", num_iterations)
-    chain = None
+    forward = None
     if isinstance(model_or_layers, keras.Model):
-        chain = _Chain(model_or_layers, blocks)
-        model_name = chain.model_name
-        names = list(chain.names)
-        steps = chain.step_functions()
-        x0 = chain.first_input(ops.convert_to_tensor(x), False)
+        forward = Forward(model_or_layers, blocks)
+        first = forward.run(x)
+        model_name = forward.model_name
+        names = list(forward.names)
+        x0 = first.points[0]
+
+        def segment(start, stop):  # x_start -> x_stop as the model computes it
+            return forward.segment(x, first, start, stop)
+
     elif isinstance(model_or_layers, (list, tuple)) and model_or_layers:
         if blocks is not None:
             raise ValueError("blocks= applies to a model, not to a list of layers.")
@@ -187,6 +187,10 @@ def jacobian_norm(
             (lambda x, layer=layer: _call(layer, x, False)) for layer in model_or_layers
         ]
         x0 = ops.convert_to_tensor(x)
+
+        def segment(start, stop):
+            return _compose(steps[start:stop])
+
     else:
         raise TypeError(
             "model_or_layers must be a keras.Model or a non-empty list of layers/"
@@ -215,41 +219,40 @@ def jacobian_norm(
 
     result = {"model": model_name, "names": names}
     result.update(per_block=None, cumulative=None, cumulative_depths=None)
+    depth = len(names)
+    if per_branch and forward is None:
+        raise ValueError("per_branch=True needs a model (its blocks' branches), not a list of layers.")
     if cumulative:
         stride = 1 if cumulative is True else check_positive_int("cumulative", cumulative)
-        depths = sorted(set(range(stride, len(steps) + 1, stride)) | {len(steps)})
+        depths = sorted(set(range(stride, depth + 1, stride)) | {depth})
         rows = []
         v = start_vector(x0)
-        for depth in depths:
-            sigma, v = estimate(_compose(steps[:depth]), x0, v)
+        for stop in depths:
+            sigma, v = estimate(segment(0, stop), x0, v)
             rows.append(sigma)
         result["cumulative"] = np.stack(rows)
         result["cumulative_depths"] = depths
         result["total"] = result["cumulative"][-1].copy()
     else:
-        result["total"], _ = estimate(_compose(steps), x0, start_vector(x0))
+        result["total"], _ = estimate(segment(0, depth), x0, start_vector(x0))
     if per_block:
         rows = []
         stream = x0
-        for step in steps:
-            sigma, _ = estimate(step, stream, start_vector(stream))
+        for index in range(depth):
+            sigma, _ = estimate(segment(index, index + 1), stream, start_vector(stream))
             rows.append(sigma)
-            stream = step(stream)
+            stream = first.points[index + 1] if forward is not None else steps[index](stream)
         result["per_block"] = np.stack(rows)
     result["per_branch"] = None
     if per_branch:
-        if chain is None:
-            raise ValueError("per_branch=True needs a model (its blocks' branches), not a list of layers.")
         rows = []
-        stream = x0
-        for block, step in zip(chain.blocks, steps):
+        for block, stream in zip(forward.blocks, first.inputs):
             parts = residual_parts(block)
             if parts is None:
                 rows.append(None)
             else:
                 sigma, _ = estimate(parts[0], stream, start_vector(stream))
                 rows.append(sigma)
-            stream = step(stream)
         result["per_branch"] = rows
     result["iterations"] = iterations
     result["converged"] = converged

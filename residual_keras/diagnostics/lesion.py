@@ -18,22 +18,30 @@ original blocks (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`),
 Post-LN this also skips the block's LayerNorms). A plain block (or any other
 layer passed in `blocks`) becomes the identity where its output has its
 input's shape and cannot be removed where the shape changes. Everything runs
-in inference mode; the model itself is never modified (the lesioned forward
-pass calls the other layers directly).
+in inference mode; the whole model runs with the removed block's call
+replaced (`_forward`), so nothing of the model is cut out or modified.
 """
+
+import itertools
 
 import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
-from residual_keras.diagnostics._blocks import _Chain, residual_parts
-from residual_keras.diagnostics._tensors import _default_loss, _to_numpy
+from residual_keras.diagnostics import _losses
+from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._losses import METRICS  # noqa: F401  (re-exported)
+from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._tensors import _to_numpy
 from residual_keras.transformer import TransformerBlock
 
-METRICS = ("accuracy", "crossentropy")
+
+def _shape(tensor):
+    return tuple(tensor.shape[1:])
 
 
-def _lesioned_block(block, input_shape):
+def _lesioned_block(block, input_shape, output_shape):
     """(function without the block's branch, description) or (None, reason)."""
     parts = residual_parts(block)
     if parts is not None:
@@ -42,40 +50,67 @@ def _lesioned_block(block, input_shape):
         return (lambda x: after(shortcut(x))), ("ReLU(shortcut(x))" if relu else "shortcut(x)")
     if isinstance(block, TransformerBlock):
         return (lambda x: x), "identity"
-    output_shape = tuple(block.output.shape)
-    if tuple(input_shape) == output_shape:
+    if input_shape == output_shape:
         return (lambda x: x), "identity"
-    return None, f"shape changes {tuple(input_shape)} -> {output_shape}"
+    return None, f"shape changes {(None, *input_shape)} -> {(None, *output_shape)}"
 
 
-def _keeps_shape(block):
-    return tuple(block.input.shape) == tuple(block.output.shape)
+def _keeps_shape(trace, index):
+    return _shape(trace.inputs[index]) == _shape(trace.outputs[index])
 
 
-def _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans):
-    """Metric of the intact chain and of each plan, averaged over the data.
+class _Study:
+    """A model, its data and its metric: the metric of the intact model and of lesioned ones.
 
-    A plan is a dict {block index: function used instead of that block}; the
-    forward pass restarts from the cached stream at the first changed block.
-    Returns a float array: [intact, plan 1, plan 2, ...].
+    The first batch is run once to find the blocks' order and shapes (which
+    the plans depend on); every batch is then run intact (recording every
+    block's output) and once per plan.
     """
-    totals = np.zeros(len(plans) + 1)
-    count = 0
-    for x, y in _batches(dataset_or_xy, batch_size):
-        points = [chain.first_input(ops.convert_to_tensor(x), False)]
-        for index in range(len(chain.blocks)):
-            points.append(chain.step(index, points[-1], False))
-        totals[0] += len(x) * metric_fn(y, _to_numpy(chain.output(points[-1], False)))
-        for number, plan in enumerate(plans, start=1):
-            start = min(plan)
-            stream = points[start]
-            for index in range(start, len(chain.blocks)):
-                stream = chain.step(index, stream, False, block_fn=plan.get(index))
-            totals[number] += len(x) * metric_fn(y, _to_numpy(chain.output(stream, False)))
-        count += len(x)
-    if count == 0:
-        raise ValueError("dataset_or_xy yielded no examples.")
-    return totals / count
+
+    def __init__(self, model, dataset_or_xy, batch_size, metric, blocks, output_index,
+                 check_blocks=None):
+        self.model = model
+        self.forward = Forward(model, blocks)
+        self.output_index = output_index
+        batches = _batches(dataset_or_xy, batch_size)
+        try:
+            first = next(batches)
+        except StopIteration:
+            raise ValueError("dataset_or_xy yielded no examples.") from None
+        self.batches = itertools.chain([first], batches)
+        self.trace = self.forward.run(first[0])  # the order and shapes of the blocks
+        if check_blocks is not None:
+            check_blocks(self.forward.blocks)
+        output, self.index, self.count = _losses.choose_output(
+            model, self.trace.model_outputs, output_index)
+        self.metric_name, self.metric_fn = _losses.resolve_metric(
+            metric, model, output, self.index, self.count)
+
+    @property
+    def names(self):
+        return list(self.forward.names)
+
+    def _metric(self, y, trace):
+        output, _, _ = _losses.choose_output(self.model, trace.model_outputs, self.index)
+        return self.metric_fn(y, _to_numpy(output))
+
+    def run(self, plans):
+        """Metric of the intact model and of each plan, averaged over the data.
+
+        A plan is a dict {block position: function used instead of that
+        block}; the blocks before its first change reuse the intact run's
+        outputs. Returns a float array: [intact, plan 1, plan 2, ...].
+        """
+        totals = np.zeros(len(plans) + 1)
+        count = 0
+        for x, y in self.batches:
+            intact = self.forward.run(x)
+            totals[0] += len(x) * self._metric(y, intact)
+            for number, plan in enumerate(plans, start=1):
+                trace = self.forward.replay(x, intact, start=min(plan), replace=plan)
+                totals[number] += len(x) * self._metric(y, trace)
+            count += len(x)
+        return totals / count
 
 
 def _batches(data, batch_size):
@@ -97,47 +132,36 @@ def _batches(data, batch_size):
         yield _to_numpy(batch[0]), _to_numpy(batch[1])
 
 
-def _resolve_metric(metric):
-    if callable(metric):
-        return getattr(metric, "__name__", "metric"), metric
-    if metric == "accuracy":
-
-        def accuracy(y_true, y_pred):
-            if y_true.shape == y_pred.shape:  # one-hot targets
-                y_true = np.argmax(y_true, axis=-1)
-            return float(np.mean(np.argmax(y_pred, axis=-1) == y_true))
-
-        return "accuracy", accuracy
-    if metric == "crossentropy":
-
-        def crossentropy(y_true, y_pred):
-            return float(_to_numpy(_default_loss(y_true, y_pred)))
-
-        return "crossentropy", crossentropy
-    raise ValueError(
-        f"Unknown metric={metric!r}. Accepted: {', '.join(map(repr, METRICS))} "
-        "or a callable metric(y_true, y_pred) -> float on numpy arrays."
-    )
-
-
-def lesion(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=None):
+@leaves_model_unchanged
+def lesion(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None, output_index=None):
     """Metric of the intact model and with each single block removed (Veit et al. 2016).
 
     What replaces a removed block: see the module docstring. Where a block
     cannot be removed (a plain block that changes shape) its entry is None.
+    The whole model runs each time, with the block's call replaced, so
+    lesions work on any model shape.
 
     Args:
-        model: keras.Model built from residual_keras blocks.
+        model: keras.Model containing residual_keras blocks (any shape:
+            nested stages, skips around the blocks, several outputs,
+            Sequential, subclassed).
         dataset_or_xy: `(x, y)` numpy arrays, or an iterable of `(x, y)`
             batches (a `tf.data.Dataset`, a list...).
-        metric: "accuracy" (argmax of the output against integer or one-hot
-            targets; for a language model over all positions),
-            "crossentropy" (mean sparse categorical cross-entropy of logits)
-            or a callable `metric(y_true, y_pred)` on numpy arrays returning
-            a float. Per-batch values are averaged weighted by batch size.
-            Default "accuracy".
+        metric: None (the first metric `model.compile` gave the output,
+            else accuracy for a classifier output, else the model's loss),
+            "accuracy" (argmax against integer or one-hot targets; for a
+            one-unit output, logit > 0 or probability > 0.5; for a language
+            model over all positions), "crossentropy" (of logits or of
+            probabilities, as the output is), "loss" (the loss of
+            `model.compile`, else that cross-entropy), a Keras metric (name
+            or object; a fresh copy, the model's own keeps its state) or a
+            callable `metric(y_true, y_pred)` on numpy arrays returning a
+            float. Per-batch values are averaged weighted by batch size.
+            Default None.
         batch_size: int. Batch size when given arrays. Default 64.
         blocks: optional list of layer names (or layers) to use as blocks.
+        output_index: for a model with several outputs, the one the metric
+            reads (see `gradient_norms`).
 
     Returns:
         dict with `model`, `names` (L block names), `metric` (its name),
@@ -146,33 +170,32 @@ def lesion(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=Non
         why it could not be removed).
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    chain = _Chain(model, blocks)
-    metric_name, metric_fn = _resolve_metric(metric)
+    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    trace = study.trace
     replacements = [
-        _lesioned_block(block, block.input.shape) for block in chain.blocks
+        _lesioned_block(block, _shape(trace.inputs[index]), _shape(trace.outputs[index]))
+        for index, block in enumerate(study.forward.blocks)
     ]
     removable = [index for index, (replacement, _) in enumerate(replacements) if replacement]
-    means = _run_plans(
-        chain, dataset_or_xy, batch_size, metric_fn,
-        [{index: replacements[index][0]} for index in removable],
-    )
+    means = study.run([{index: replacements[index][0]} for index in removable])
     by_block = dict(zip(removable, means[1:]))
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
-        "metric": metric_name,
+        "model": study.forward.model_name,
+        "names": study.names,
+        "metric": study.metric_name,
         "intact": float(means[0]),
         "lesioned": [
             float(by_block[index]) if index in by_block else None
-            for index in range(len(chain.blocks))
+            for index in range(len(replacements))
         ],
         "removed_as": [description for _, description in replacements],
     }
 
 
+@leaves_model_unchanged
 def delete_blocks(
-    model, dataset_or_xy, *, num_removed=None, draws=5, metric="accuracy", batch_size=64,
-    blocks=None, seed=0,
+    model, dataset_or_xy, *, num_removed=None, draws=5, metric=None, batch_size=64,
+    blocks=None, seed=0, output_index=None,
 ):
     """The metric with k randomly chosen blocks removed at once (Veit et al. 2016, figure 5a).
 
@@ -184,7 +207,8 @@ def delete_blocks(
     there are fewer distinct sets).
 
     Args:
-        model, dataset_or_xy, metric, batch_size, blocks: as in `lesion`.
+        model, dataset_or_xy, metric, batch_size, blocks, output_index: as
+            in `lesion`.
         num_removed: iterable of k values, or None for 1..n (n candidates).
         draws: int. Random sets per k. Default 5.
         seed: int. Seed of the random sets. Default 0.
@@ -198,17 +222,18 @@ def delete_blocks(
     """
     batch_size = check_positive_int("batch_size", batch_size)
     draws = check_positive_int("draws", draws)
-    chain = _Chain(model, blocks)
-    metric_name, metric_fn = _resolve_metric(metric)
+    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    names, trace = study.names, study.trace
     candidates = []
     replacements = {}
-    for index, block in enumerate(chain.blocks):
-        replacement, _ = _lesioned_block(block, block.input.shape)
-        if replacement is not None and _keeps_shape(block):
+    for index, block in enumerate(study.forward.blocks):
+        shapes = _shape(trace.inputs[index]), _shape(trace.outputs[index])
+        replacement, _ = _lesioned_block(block, *shapes)
+        if replacement is not None and _keeps_shape(trace, index):
             candidates.append(index)
             replacements[index] = replacement
     if not candidates:
-        raise ValueError(f"Model {chain.model_name!r} has no block that can be removed.")
+        raise ValueError(f"Model {study.forward.model_name!r} has no block that can be removed.")
     ks = list(range(1, len(candidates) + 1)) if num_removed is None else [int(k) for k in num_removed]
     for k in ks:
         if not 1 <= k <= len(candidates):
@@ -225,29 +250,33 @@ def delete_blocks(
                 break
         sets.append(chosen)
     plans = [{index: replacements[index] for index in pick} for chosen in sets for pick in chosen]
-    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
+    means = study.run(plans)
     values, position = [], 1
     for chosen in sets:
         values.append([float(value) for value in means[position : position + len(chosen)]])
         position += len(chosen)
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
-        "candidates": [chain.names[index] for index in candidates],
-        "metric": metric_name,
+        "model": study.forward.model_name,
+        "names": names,
+        "candidates": [names[index] for index in candidates],
+        "metric": study.metric_name,
         "intact": float(means[0]),
         "num_removed": ks,
-        "removed": [[[chain.names[index] for index in pick] for pick in chosen] for chosen in sets],
+        "removed": [[[names[index] for index in pick] for pick in chosen] for chosen in sets],
         "values": values,
         "mean": [float(np.mean(row)) for row in values],
     }
 
 
-def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, blocks=None):
+@leaves_model_unchanged
+def swap_blocks(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None, output_index=None):
     """The metric with each pair of adjacent blocks exchanged (Veit et al. 2016, figure 5b).
 
     Only pairs of blocks that both keep their input's shape can be swapped
     (any other order would not fit together); with none, `pairs` is empty.
+
+    Args:
+        as in `lesion`.
 
     Returns:
         dict with `model`, `names`, `metric`, `intact`, `pairs` (the
@@ -255,31 +284,31 @@ def swap_blocks(model, dataset_or_xy, *, metric="accuracy", batch_size=64, block
         metric with that pair exchanged).
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    chain = _Chain(model, blocks)
-    metric_name, metric_fn = _resolve_metric(metric)
+    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    chosen = study.forward.blocks
 
     def run(block):
         return lambda x: block(x, training=False)
 
     pairs = [
-        index for index in range(len(chain.blocks) - 1)
-        if _keeps_shape(chain.blocks[index]) and _keeps_shape(chain.blocks[index + 1])
+        index for index in range(len(chosen) - 1)
+        if _keeps_shape(study.trace, index) and _keeps_shape(study.trace, index + 1)
     ]
-    plans = [
-        {index: run(chain.blocks[index + 1]), index + 1: run(chain.blocks[index])} for index in pairs
-    ]
-    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
+    plans = [{index: run(chosen[index + 1]), index + 1: run(chosen[index])} for index in pairs]
+    means = study.run(plans)
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
-        "metric": metric_name,
+        "model": study.forward.model_name,
+        "names": study.names,
+        "metric": study.metric_name,
         "intact": float(means[0]),
-        "pairs": [[chain.names[index], chain.names[index + 1]] for index in pairs],
+        "pairs": [[study.names[index], study.names[index + 1]] for index in pairs],
         "swapped": [float(value) for value in means[1:]],
     }
 
 
-def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=64, blocks=None):
+@leaves_model_unchanged
+def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=64, blocks=None,
+                     output_index=None):
     """The metric with one Transformer sublayer removed: each block's attention, then its feed-forward.
 
     A removed sublayer writes nothing: the stream passes on as `x` (Pre-LN,
@@ -287,8 +316,8 @@ def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=
     LayerNorm sits on the stream).
 
     Args:
-        model, dataset_or_xy, batch_size, blocks: as in `lesion`; every block
-            must be a `TransformerBlock`.
+        model, dataset_or_xy, batch_size, blocks, output_index: as in
+            `lesion`; every block must be a `TransformerBlock`.
         metric: as in `lesion`. Default "crossentropy".
 
     Returns:
@@ -296,11 +325,15 @@ def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=
         `feedforward` (L floats: the metric with that block's sublayer removed).
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    chain = _Chain(model, blocks)
-    for block in chain.blocks:
-        if not isinstance(block, TransformerBlock):
-            raise TypeError(f"lesion_sublayers needs TransformerBlocks; {block.name!r} is a {type(block).__name__}.")
-    metric_name, metric_fn = _resolve_metric(metric)
+
+    def check(chosen):
+        for block in chosen:
+            if not isinstance(block, TransformerBlock):
+                raise TypeError(
+                    f"lesion_sublayers needs TransformerBlocks; {block.name!r} is a {type(block).__name__}.")
+
+    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index, check_blocks=check)
+    chosen = study.forward.blocks
 
     def without(block, removed):
         def skip(x, norm):
@@ -320,14 +353,14 @@ def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=
     plans = [
         {index: without(block, removed)}
         for removed in ("attention", "feedforward")
-        for index, block in enumerate(chain.blocks)
+        for index, block in enumerate(chosen)
     ]
-    means = _run_plans(chain, dataset_or_xy, batch_size, metric_fn, plans)
-    count = len(chain.blocks)
+    means = study.run(plans)
+    count = len(chosen)
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
-        "metric": metric_name,
+        "model": study.forward.model_name,
+        "names": study.names,
+        "metric": study.metric_name,
         "intact": float(means[0]),
         "attention": [float(value) for value in means[1 : 1 + count]],
         "feedforward": [float(value) for value in means[1 + count :]],

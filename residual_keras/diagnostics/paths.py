@@ -20,7 +20,7 @@ gradient passes the ReLU's 0/1 mask first and then either way, as in Veit
 et al.'s derivation. Everything runs in inference mode (BatchNorm with its
 moving statistics, so each example is separate).
 
-Uses `tf.GradientTape` (TensorFlow backend only).
+Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only).
 """
 
 import math
@@ -29,26 +29,35 @@ import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
-from residual_keras.diagnostics._blocks import _Chain, residual_parts
-from residual_keras.diagnostics._tensors import _resolve_loss, _to_numpy
+from residual_keras.diagnostics import _autodiff, _losses
+from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._tensors import _to_numpy
 
 
-def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=0):
+@leaves_model_unchanged
+def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=0,
+                   output_index=None):
     """Gradient norm at x_0 through single paths of each length k = 0..n.
 
     Args:
         model: keras.Model whose blocks are all residual conv blocks of the
             library (`BasicBlock`, `BottleneckBlock`, `PreActBasicBlock`,
-            `FixupBasicBlock` with residual=True).
+            `FixupBasicBlock` with residual=True), each taking the previous
+            one's output (they may sit in nested stages, with a skip around
+            them).
         x: a batch of model inputs.
-        y: targets for the loss, or None for random integer labels over the
-            model's last axis (numpy seed `seed`).
+        y: targets for the loss, or None for random labels (as in
+            `gradient_norms`, numpy seed `seed`).
         samples: int. Random paths per length k (k = 0 and k = n have one
             path each, measured once). Default 4.
-        loss: None (mean sparse categorical cross-entropy of logits), a Keras
-            loss or a callable `loss(y_true, y_pred)`.
+        loss: None (the loss of `model.compile`, else the cross-entropy that
+            fits the output), a Keras loss or a callable `loss(y_true, y_pred)`.
         blocks: optional list of layer names (or layers) to use as blocks.
         seed: int. Seed of the random labels and the sampled paths.
+        output_index: for a model with several outputs, the one the loss
+            reads (see `gradient_norms`).
 
     Returns:
         dict with `model`, `names` (n block names), `lengths` (0..n),
@@ -58,15 +67,16 @@ def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=
         paths and the whole batch) and `gradient_total` (`num_paths *
         gradient_per_path`, the estimated gradient carried by all paths of
         length k), `gradient_share` (`gradient_total` normalised to sum 1)
-        and `full_gradient` (the norm of the true gradient at x_0, for
-        comparison: the paths' gradients add as vectors, not as norms).
+        and `full_gradient` (the norm of the true gradient at x_0 through
+        the blocks, for comparison: the paths' gradients add as vectors, not
+        as norms).
     """
-    import tensorflow as tf
-
+    _autodiff.require_autodiff("path_gradients")
     samples = check_positive_int("samples", samples)
-    chain = _Chain(model, blocks)
+    forward = Forward(model, blocks)
+    first = forward.run(x)
     parts = []
-    for block in chain.blocks:
+    for block in forward.blocks:
         found = residual_parts(block)
         if found is None:
             raise ValueError(
@@ -74,62 +84,66 @@ def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=
                 f"({type(block).__name__}) has no branch/shortcut pair (a plain network has one path)."
             )
         parts.append(found)
-    if any(piece is not None for piece in chain.between):
-        raise ValueError("path_gradients needs the blocks to follow each other directly.")
-    loss_fn = _resolve_loss(loss)
+    gap = forward.directly_chained(first)
+    if gap is not None:
+        raise ValueError(
+            f"path_gradients needs each block to take the previous block's output; in model "
+            f"{forward.model_name!r} a layer between {gap[0]!r} and {gap[1]!r} changes the "
+            "stream. Pass blocks= with a run of blocks that follow each other directly."
+        )
+    objective = _losses.objective(model, first.model_outputs, loss, output_index)
     rng = np.random.default_rng(seed)
-    x = ops.convert_to_tensor(x)
-    inputs = [chain.first_input(x, False)]
-    for index in range(len(chain.blocks)):
-        inputs.append(chain.step(index, inputs[-1], False))
-    last = tf.convert_to_tensor(inputs[-1])
-    with tf.GradientTape() as tape:
-        tape.watch(last)
-        outputs = chain.output(last, False)
-        targets = y
-        if targets is None:
-            targets = rng.integers(0, outputs.shape[-1], size=tuple(outputs.shape[:-1]))
-        value = ops.mean(ops.cast(loss_fn(ops.convert_to_tensor(targets), outputs), "float32"))
-    upstream = tape.gradient(value, last)
+    targets = y
+    if targets is None:
+        targets = objective.random_targets(rng)
+    last = len(forward.blocks)
+
+    def loss_value(perturbation):
+        # Every block reuses its recorded output; x_L + 0 carries the gradient at x_L.
+        trace = forward.replay(
+            x, first, start=last,
+            edit=lambda point, tensor: tensor + perturbation if point == last else tensor,
+        )
+        output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
+        return objective(targets, output)
+
+    _, (upstream,), _ = _autodiff.value_and_gradients(loss_value, [ops.zeros_like(first.points[-1])])
+    if upstream is None:
+        upstream = ops.zeros_like(first.points[-1])
 
     def block_backward(index):
         """g -> (through the branch, along the shortcut) for block `index` at its recorded input."""
         branch, shortcut, after = parts[index]
-        at = tf.convert_to_tensor(inputs[index])
+        at = first.inputs[index]
 
-        @tf.function
         def backward(gradient):
-            with tf.GradientTape(persistent=True) as inner:
-                inner.watch(at)
-                through_branch = branch(at)
-                along_shortcut = shortcut(at)
-                added = through_branch + along_shortcut
-                out = after(added)
-            masked = inner.gradient(out, added, output_gradients=gradient)
-            first = inner.gradient(through_branch, at, output_gradients=masked)
-            second = inner.gradient(along_shortcut, at, output_gradients=masked)
-            del inner
-            return first, second
+            (through_branch, along_shortcut), pullback = _autodiff.vjp(
+                lambda z: (branch(z), shortcut(z)), at
+            )
+            _, after_pullback = _autodiff.vjp(after, through_branch + along_shortcut)
+            masked = after_pullback(gradient)
+            zeros = ops.zeros_like(masked)
+            return pullback((masked, zeros)), pullback((zeros, masked))
 
-        return backward
+        return _autodiff.trace(backward)
 
-    backwards = [block_backward(index) for index in range(len(chain.blocks))]
+    backwards = [block_backward(index) for index in range(len(forward.blocks))]
 
     def one_path(through):
         gradient = upstream
-        for index in reversed(range(len(chain.blocks))):
+        for index in reversed(range(len(forward.blocks))):
             via_branch, via_shortcut = backwards[index](gradient)
             gradient = via_branch if index in through else via_shortcut
         return float(np.linalg.norm(_to_numpy(gradient).ravel()))
 
     def full_gradient():
         gradient = upstream
-        for index in reversed(range(len(chain.blocks))):
+        for index in reversed(range(len(forward.blocks))):
             via_branch, via_shortcut = backwards[index](gradient)
             gradient = via_branch + via_shortcut
         return float(np.linalg.norm(_to_numpy(gradient).ravel()))
 
-    n = len(chain.blocks)
+    n = len(forward.blocks)
     per_path = []
     for k in range(n + 1):
         count = 1 if k in (0, n) else samples
@@ -139,8 +153,8 @@ def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=
     per_path = np.array(per_path)
     total = num_paths * per_path
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
+        "model": forward.model_name,
+        "names": list(forward.names),
         "lengths": np.arange(n + 1),
         "num_paths": num_paths,
         "path_fraction": num_paths / 2.0**n,

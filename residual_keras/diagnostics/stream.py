@@ -16,12 +16,12 @@ depth the prediction forms (`logit_lens`).
 """
 
 import numpy as np
-from keras import ops
 
-from residual_keras.diagnostics._blocks import _Chain
+from residual_keras.diagnostics import _losses
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
     _TINY,
-    _default_loss,
     _per_example_norm,
     _per_example_rms,
     _to_numpy,
@@ -29,6 +29,7 @@ from residual_keras.diagnostics._tensors import (
 from residual_keras.transformer import TransformerBlock
 
 
+@leaves_model_unchanged
 def stream_contributions(model, x, *, training=False, blocks=None):
     """Per Transformer block, how much attention and feed-forward add to the stream.
 
@@ -58,18 +59,17 @@ def stream_contributions(model, x, *, training=False, blocks=None):
         and `stream_rms` ((L+1, B): RMS of the stream entering each block
         and leaving the last one).
     """
-    chain = _transformer_chain(model, blocks)
+    forward = _transformer_forward(model, blocks)
     keys = ("attention", "feedforward", "attention_rms", "feedforward_rms")
     rows = {key: [] for key in keys}
-    stream = chain.first_input(ops.convert_to_tensor(x), training)
-    stream_rms = [_to_numpy(_per_example_rms(stream))]
+    trace = forward.run(x, training=training)
 
     def ratio(update, base):
         return _to_numpy(_per_example_norm(update)) / np.maximum(
             _to_numpy(_per_example_norm(base)), _TINY
         )
 
-    for index, block in enumerate(chain.blocks):
+    for block, stream in zip(forward.blocks, trace.inputs):
         attention = block.attention_branch(stream, training=training)
         middle = block.join(stream, attention, block.attention_norm)
         feedforward = block.feedforward_branch(middle, training=training)
@@ -77,32 +77,32 @@ def stream_contributions(model, x, *, training=False, blocks=None):
         rows["feedforward"].append(ratio(feedforward, middle))
         rows["attention_rms"].append(_to_numpy(_per_example_rms(attention)))
         rows["feedforward_rms"].append(_to_numpy(_per_example_rms(feedforward)))
-        # Continue with the block's own output (identical to joining m to h).
-        stream = chain.step(index, stream, training)
-        stream_rms.append(_to_numpy(_per_example_rms(stream)))
-    result = {"model": chain.model_name, "names": list(chain.names)}
+    result = {"model": forward.model_name, "names": list(forward.names)}
     result.update({key: np.stack(rows[key]).astype("float64") for key in keys})
-    result["stream_rms"] = np.stack(stream_rms).astype("float64")
+    result["stream_rms"] = np.stack(
+        [_to_numpy(_per_example_rms(point)) for point in trace.points]).astype("float64")
     return result
 
 
-def _transformer_chain(model, blocks):
-    chain = _Chain(model, blocks)
-    for block in chain.blocks:
+def _transformer_forward(model, blocks):
+    forward = Forward(model, blocks)
+    for block in forward.blocks:
         if not isinstance(block, TransformerBlock):
             raise TypeError(
                 f"This instrument measures TransformerBlocks; block {block.name!r} is a "
                 f"{type(block).__name__}."
             )
-    return chain
+    return forward
 
 
+@leaves_model_unchanged
 def stream_decomposition(model, x, *, blocks=None):
     """x_L against x_0 plus every sublayer's output: exact for Pre-LN and ReZero.
 
-    Runs the blocks sublayer by sublayer (inference mode), collecting each
-    update, and compares `x_0 + sum of updates` with the stream the model
-    really computes at the last block's output.
+    Computes each block's two updates at the input the block receives when
+    the whole model runs (inference mode) and compares `x_0 + sum of
+    updates` with the stream the model really computes at the last block's
+    output. The blocks must take each other's outputs directly.
 
     Args:
         model: keras.Model with `TransformerBlock`s (e.g. `transformer_lm`).
@@ -115,26 +115,30 @@ def stream_decomposition(model, x, *, blocks=None):
         "block1 attention"), `stream_rms` (RMS of x_L), `max_error` (max
         |x_L - (x_0 + sum)|) and `relative_error` (`max_error` / max |x_L|).
     """
-    chain = _transformer_chain(model, blocks)
-    if any(piece is not None for piece in chain.between):
-        raise ValueError("stream_decomposition needs the blocks to follow each other directly.")
-    stream = chain.first_input(ops.convert_to_tensor(x), False)
-    total = stream
+    forward = _transformer_forward(model, blocks)
+    trace = forward.run(x)
+    gap = forward.directly_chained(trace)
+    if gap is not None:
+        raise ValueError(
+            f"stream_decomposition needs each block to take the previous block's output; in "
+            f"model {forward.model_name!r} a layer between {gap[0]!r} and {gap[1]!r} changes "
+            "the stream. Pass blocks= with a run of blocks that follow each other directly."
+        )
+    total = trace.points[0]
     updates, labels = [], []
-    for block in chain.blocks:
+    for block, name, stream in zip(forward.blocks, forward.names, trace.inputs):
         attention = block.attention_branch(stream, training=False)
-        stream = block.join(stream, attention, block.attention_norm)
-        feedforward = block.feedforward_branch(stream, training=False)
-        stream = block.join(stream, feedforward, block.feedforward_norm)
-        for name, update in (("attention", attention), ("feed-forward", feedforward)):
+        middle = block.join(stream, attention, block.attention_norm)
+        feedforward = block.feedforward_branch(middle, training=False)
+        for sublayer, update in (("attention", attention), ("feed-forward", feedforward)):
             total = total + update
             updates.append(float(np.sqrt(np.mean(np.square(_to_numpy(update).astype("float64"))))))
-            labels.append(f"{block.name} {name}")
-    real = _to_numpy(stream).astype("float64")
+            labels.append(f"{name} {sublayer}")
+    real = _to_numpy(trace.points[-1]).astype("float64")
     error = float(np.max(np.abs(real - _to_numpy(total).astype("float64"))))
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
+        "model": forward.model_name,
+        "names": list(forward.names),
         "labels": labels,
         "update_rms": np.array(updates),
         "stream_rms": float(np.sqrt(np.mean(real**2))),
@@ -143,33 +147,43 @@ def stream_decomposition(model, x, *, blocks=None):
     }
 
 
-def logit_lens(model, x, y, *, blocks=None):
+@leaves_model_unchanged
+def logit_lens(model, x, y, *, blocks=None, loss=None, output_index=None):
     """The loss when the stream at each depth is read out through the model's head.
 
-    `loss[l]` is the mean cross-entropy of `head(x_l)` against `y`, where
-    `head` is everything after the last block (for `transformer_lm`: the
-    final LayerNorm if any, then `lm_head`) and x_0 is the first block's
-    input (the embeddings); `loss[L]` is the model's own loss.
+    `loss[l]` is the mean loss of `head(x_l)` against `y`, where `head` is
+    everything after the last block (for `transformer_lm`: the final
+    LayerNorm if any, then `lm_head`): the whole model run with blocks
+    l+1..L replaced by the identity. x_0 is the first block's input (the
+    embeddings); `loss[L]` is the model's own loss.
 
     Args:
-        model: keras.Model with `TransformerBlock`s.
+        model: keras.Model with `TransformerBlock`s (any shape, see
+            `gradient_norms`).
         x: a batch of model inputs (token ids), shape (B, T).
         y: the targets (next tokens), shape (B, T).
         blocks: optional list of layer names (or layers).
+        loss: None (the loss of `model.compile`, else the cross-entropy that
+            fits the output), a Keras loss or a callable.
+        output_index: for a model with several outputs, the one the loss
+            reads.
 
     Returns:
         dict with `model`, `names`, `depths` (0..L) and `loss` ((L+1,) floats).
     """
-    chain = _transformer_chain(model, blocks)
-    y = ops.convert_to_tensor(y)
-    stream = chain.first_input(ops.convert_to_tensor(x), False)
-    losses = [float(_to_numpy(_default_loss(y, chain.output(stream, False))))]
-    for index in range(len(chain.blocks)):
-        stream = chain.step(index, stream, False)
-        losses.append(float(_to_numpy(_default_loss(y, chain.output(stream, False)))))
+    forward = _transformer_forward(model, blocks)
+    first = forward.run(x)
+    objective = _losses.objective(model, first.model_outputs, loss, output_index)
+    count = len(forward.blocks)
+    losses = []
+    for depth in range(count + 1):
+        identity = {position: (lambda stream: stream) for position in range(depth, count)}
+        trace = forward.replay(x, first, start=depth, replace=identity)
+        output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
+        losses.append(float(_to_numpy(objective(y, output))))
     return {
-        "model": chain.model_name,
-        "names": list(chain.names),
+        "model": forward.model_name,
+        "names": list(forward.names),
         "depths": np.arange(len(losses)),
         "loss": np.array(losses),
     }

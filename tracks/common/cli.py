@@ -225,16 +225,26 @@ def announce(run, config, runtime, specs, estimated_seconds, data_line):
 
 
 def diagnose_command(prog, track, config_cls, presets, default_preset, argv, *,
-                     parse_source, load_data, fingerprint, initial_instruments, title):
+                     parse_source, load_data, fingerprint, initial_instruments, title,
+                     instrument_batch=None, banner_of=None):
     """`python -m tracks.X diagnose`: the grid's instruments at initialisation, no training.
+
+    With `--model PATH.keras`: the same instruments on saved models (diagnose_model.py).
 
     Args:
         parse_source, load_data, fingerprint: as for `start_or_resume`.
         initial_instruments: callable(config, data, out_dir) -> summary dict.
         title: the heading of the run's summary.md.
+        instrument_batch, banner_of: callable(config, data) -> (x, y) and
+            callable(data) -> plot banner, for `--model`.
     """
-    from tracks.common import instruments
+    from tracks.common import diagnose_model, instruments
     from tracks.common.runtime import setup_runtime
+
+    if diagnose_model.wants_saved_models(argv):
+        return diagnose_model.diagnose_saved_models(
+            prog, track, config_cls, presets, default_preset, argv, load_data=load_data,
+            instrument_batch=instrument_batch, banner_of=banner_of or (lambda data: None))
 
     parser = train_parser(f"{prog} diagnose", "Measure gradient flow, activation growth and the "
                           "stream's Jacobian of every grid model at initialisation (no training).",

@@ -42,7 +42,8 @@ def jsonable(value):
 
 
 def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examples=1,
-                      jacobian_iterations=3, log=print):
+                      jacobian_iterations=3, log=print, calibrate=True, output_index=None,
+                      blocks=None, depth_scaling=True):
     """Draws the three initialisation plots; returns per-model summary numbers.
 
     Args:
@@ -56,12 +57,18 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
         jacobian_iterations: power iterations per depth (each depth starts
             from the previous depth's singular vector, so a few suffice).
         log: progress lines.
+        calibrate: set the BatchNorm statistics from `x` before the Jacobian
+            (False: measure a saved model with its own statistics).
+        output_index, blocks: passed to the instruments (a model with
+            several outputs; layers of one's own as blocks).
+        depth_scaling: draw depth_scaling.png when the models have several depths.
     """
     labels = [label for label, _, _, _ in models]
-    log(f"instruments at initialisation: {', '.join(labels)}")
-    gradients = [diagnostics.gradient_norms(model, x, y) for _, _, _, model in models]
+    log(f"measuring gradient flow, activation growth and the Jacobian: {', '.join(labels)}")
+    gradients = [diagnostics.gradient_norms(model, x, y, output_index=output_index, blocks=blocks)
+                 for _, _, _, model in models]
     plots.gradient_flow(gradients, labels, path=out_dir / "gradient_flow.png", banner=banner)
-    activations = [diagnostics.activation_norms(model, x) for _, _, _, model in models]
+    activations = [diagnostics.activation_norms(model, x, blocks=blocks) for _, _, _, model in models]
     plots.activation_growth(activations, labels, path=out_dir / "activation_growth.png", banner=banner)
 
     deepest = {}
@@ -75,12 +82,13 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     jacobians, jacobian_labels = [], []
     references = []
     for label, variant, _, model in deepest.values():
-        diagnostics.calibrate_batchnorm(model, x)
-        num_blocks = len(diagnostics.find_blocks(model))
+        if calibrate:
+            diagnostics.calibrate_batchnorm(model, x)
+        num_blocks = len(gradients[labels.index(label)]["names"])
         result = diagnostics.jacobian_norm(
             model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=True,
             per_branch=True, cumulative=max(1, num_blocks // 10),  # about 10 depths: O(L^2 / k)
-            use_tf_function=False,  # eager: no retracing for every depth
+            use_tf_function=False, blocks=blocks,  # eager: no retracing for every depth
         )
         jacobians.append(result)
         jacobian_labels.append(label)
@@ -104,7 +112,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     for label, result in zip(jacobian_labels, jacobians):
         summary[label]["jacobian_norm"] = float(np.mean(result["total"]))
         summary[label]["jacobian_converged"] = result["converged"]
-    if len({depth for _, _, depth, _ in models}) > 1:
+    if depth_scaling and len({depth for _, _, depth, _ in models}) > 1:
         _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples)
     return jsonable(summary)
 
@@ -205,7 +213,8 @@ def initialisation_table(summary):
          "weight gradient, first / last block"], rows)
 
 
-def write_diagnose_summary(run, title, summary, banner=None):
+def write_diagnose_summary(run, title, summary, banner=None,
+                           description="Every model at initialisation, no training.\n"):
     """summary.md of a `diagnose` run: the table and the three plots."""
     from tracks.common.report import banner_markdown
 
@@ -215,7 +224,7 @@ def write_diagnose_summary(run, title, summary, banner=None):
         ("gradient_gain", "gradient gain"), ("jacobian_norm", "||d x_L / d x_0||"),
         ("stream_growth", "stream growth RMS(x_L) / RMS(x_0)"))]
     lines = [f"# {title}\n", banner_markdown(banner),
-             "Every model at initialisation, no training.\n",
+             description,
              initialisation_table(summary) + "\n"]
     if any(scaling):
         lines += ["## What it shows, against depth\n", "\n".join(finding_lines(scaling)) + "\n"]

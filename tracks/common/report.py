@@ -1,36 +1,12 @@
-"""Pieces of a run's report shared by the tracks: figures on disk, markdown tables.
+"""Pieces of a run's report shared by the tracks: names, numbers and markdown tables.
 
-Figures are drawn with `matplotlib.figure.Figure` directly (no pyplot state),
-so reports render on machines without a display.
+The figures themselves are drawn by `residual_keras.plots` (one palette, one
+convention, no pyplot state), so reports render on machines without a display.
 """
 
 import pathlib
 
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
-
-from residual_keras.plots import PALETTE, VARIANT_STYLES
 from tracks.common.training import tensorboard_available
-
-
-def depth_colour(index):
-    """The figures' convention (residual_keras.plots.series_styles): colour = depth."""
-    return PALETTE[index % len(PALETTE)]
-
-
-def variant_style(index):
-    """(linestyle, marker) of the index-th variant, as in every other figure."""
-    return VARIANT_STYLES[index % len(VARIANT_STYLES)]
-
-
-def integer_ticks(axis):
-    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-
-
-def new_figure(num_panels, *, panel_width=5.0, height=4.0):
-    figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
-    axes = figure.subplots(1, num_panels, squeeze=False)[0]
-    return figure, axes
 
 
 KNOWN_DATASETS = {"cifar10": "CIFAR-10", "synthetic": "synthetic images",
@@ -46,15 +22,6 @@ def dataset_title(name):
         label = {"folder": "image folder", "text": "text file"}.get(kind, kind)
         return f"{pathlib.PurePath(path).name} ({label})"
     return str(name)
-
-
-def title_with_banner(title, banner):
-    return f"{banner}\n{title}" if banner else title
-
-
-def save_figure(figure, path):
-    figure.savefig(path, dpi=120)
-    return path
 
 
 def format_value(value, kind="float"):

@@ -11,6 +11,7 @@ writes a sample so you can read the difference.
     python -m tracks.language --resume runs/language-20261130-101500
     python -m tracks.language sample RUN_DIR --prompt "ROMEO:"
     python -m tracks.language diagnose                   # instruments at initialisation, no training
+    python -m tracks.language diagnose --model gpt.keras # the same instruments on your saved model
     python -m tracks.language prefetch                   # download Tiny Shakespeare for offline runs
 """
 
@@ -202,7 +203,8 @@ def main(argv=None):
         return diagnose_command(PROG, TRACK, LanguageConfig, PRESETS, DEFAULT_PRESET, argv[1:],
                                 parse_source=parse_source, load_data=load_data, fingerprint=fingerprint,
                                 initial_instruments=initial_instruments,
-                                title="Character Transformers at initialisation")
+                                title="Character Transformers at initialisation",
+                                instrument_batch=experiment.instrument_batch, banner_of=plot_banner)
     if argv[:1] == ["prefetch"]:
         return prefetch_command(PROG, "tiny_shakespeare", argv[1:])
     args = train_parser(PROG, __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET).parse_args(argv)

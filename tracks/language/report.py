@@ -16,14 +16,9 @@ from tracks.common.report import (
     banner_markdown,
     dataset_title,
     deepest_with,
-    depth_colour,
     format_value,
-    integer_ticks,
     markdown_table,
-    new_figure,
     run_ending,
-    save_figure,
-    title_with_banner,
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
@@ -33,43 +28,28 @@ from tracks.language.findings import language_findings
 
 
 def plot_loss_curves(run, config, results, path, banner=None):
-    figure, axes = new_figure(len(config.variants))
-    depths = sorted(config.depths)
+    """loss_curves.png: validation loss against step, one panel per variant."""
     compare_warmup = len(config.warmup_steps) > 1
-    for axis, variant in zip(axes, config.variants):
+    panels = []
+    for variant in config.variants:
+        group = []
         for spec in grid(config):
-            if spec.variant != variant:
-                continue
-            rows = read_metrics_rows(run.metrics_path(spec.id))
+            rows = read_metrics_rows(run.metrics_path(spec.id)) if spec.variant == variant else []
             if not rows:
                 continue
-            steps = [(row["epoch"] + 1) * config.eval_interval for row in rows]
             entry = next((m for m in results["models"] if m["id"] == spec.id), {})
-            label = f"{spec.depth} layers"
-            if compare_warmup:
-                label += f", warmup {spec.warmup}"
-            if entry.get("diverged"):
-                label += " (diverged)"
-            axis.plot(
-                steps, [row.get("val_loss", float("nan")) for row in rows],
-                color=depth_colour(depths.index(spec.depth)), linewidth=2,
-                linestyle="--" if compare_warmup and spec.warmup else "-", marker="o", markersize=3,
-                label=label,
-            )
-        axis.set_title(f"{variant}")
-        integer_ticks(axis)
-        axis.set_xlabel("training step")
-        axis.set_ylabel("validation loss (nats/char)")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    bottom = min(a.get_ylim()[0] for a in axes)
-    top = min(max(a.get_ylim()[1] for a in axes), 5.0)
-    top += 0.05 * (top - bottom)  # a curve at the top stays visible above the frame
-    for axis in axes:
-        axis.set_ylim(bottom, top)
-    figure.suptitle(title_with_banner(
-        f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss", banner))
-    return save_figure(figure, path)
+            legend = f"{spec.depth} layers" + (f", warm-up {spec.warmup}" if compare_warmup else "")
+            group.append({
+                "label": spec.id,  # a run with warm-up gets its own line style
+                "legend": legend + (" (diverged)" if entry.get("diverged") else ""),
+                "x": [(row["epoch"] + 1) * config.eval_interval for row in rows],
+                "y": [row.get("val_loss", float("nan")) for row in rows],
+            })
+        panels.append((variant, group))
+    return plots.curves(
+        panels, xlabel="training step", ylabel="validation loss (nats/char)", path=path, banner=banner,
+        title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
+    )
 
 
 def plot_stream(config, results, path, banner=None):

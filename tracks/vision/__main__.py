@@ -8,6 +8,7 @@ worse (the degradation problem), deeper residual networks train better.
     python -m tracks.vision --depths 20,56 --variants plain,residual,fixup
     python -m tracks.vision --resume runs/vision-20261130-101500
     python -m tracks.vision diagnose              # unnormalised nets at 20/56/110 layers, at initialisation
+    python -m tracks.vision diagnose --model my_resnet.keras   # the same instruments on your saved model
     python -m tracks.vision prefetch              # download CIFAR-10 for offline runs
 """
 
@@ -105,9 +106,14 @@ def initial_instruments(config, data, out_dir):
         keras.utils.set_random_seed(config.seed)
         models.append((spec.id, spec.variant, spec.depth,
                        experiment.build_model(config, spec, data.num_classes)))
-    indices = experiment.sample_indices(len(data.y_train), config.instrument_images, config.seed)
-    x, y = data.normalize(data.x_train[indices]), data.y_train[indices]
+    x, y = instrument_batch(config, data)
     return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), log=log)
+
+
+def instrument_batch(config, data):
+    """(x, y): the fixed batch of training images (normalised) the instruments use."""
+    indices = experiment.sample_indices(len(data.y_train), config.instrument_images, config.seed)
+    return data.normalize(data.x_train[indices]), data.y_train[indices]
 
 
 def plot_banner(data):
@@ -163,7 +169,8 @@ def main(argv=None):
         return diagnose_command(PROG, TRACK, VisionConfig, PRESETS, DIAGNOSE_PRESET, argv[1:],
                                 parse_source=parse_source, load_data=load_data, fingerprint=fingerprint,
                                 initial_instruments=initial_instruments,
-                                title="Vision networks at initialisation")
+                                title="Vision networks at initialisation",
+                                instrument_batch=instrument_batch, banner_of=plot_banner)
     args = train_parser(PROG, __doc__, VisionConfig, PRESETS, DEFAULT_PRESET).parse_args(argv)
     return train_command(PROG, lambda: prepare(args), train)
 

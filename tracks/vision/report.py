@@ -17,14 +17,9 @@ from tracks.common.report import (
     banner_markdown,
     dataset_title,
     deepest_with,
-    depth_colour,
     format_value,
-    integer_ticks,
     markdown_table,
-    new_figure,
     run_ending,
-    save_figure,
-    title_with_banner,
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
@@ -46,40 +41,63 @@ def curve_column(rows):
 
 
 def plot_training_curves(run, config, results, path, banner=None):
-    variants = [v for v in config.variants]
-    figure, axes = new_figure(len(variants))
-    depths = sorted(config.depths)
-    curve_names = set()
-    for axis, variant in zip(axes, variants):
-        for index, depth in enumerate(depths):
+    """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
+    panels, curve_names = [], set()
+    for variant in config.variants:
+        group = []
+        for depth in sorted(config.depths):
             model_id = f"{variant}-{depth}"
             rows = read_metrics_rows(run.metrics_path(model_id))
             if not rows:
                 continue
-            epochs = [row["epoch"] + 1 for row in rows]
-            colour = depth_colour(index)
             entry = next((m for m in results["models"] if m["id"] == model_id), {})
-            label = f"{depth} layers" + (" (diverged)" if entry.get("diverged") else "")
-            axis.plot(epochs, [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
-                      color=colour, linewidth=2.4, label=label)
             column = curve_column(rows)
             if column:
                 curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
-                axis.plot(epochs, [100 * (1 - row.get(column, float("nan"))) for row in rows],
-                          color=colour, linewidth=0.9, linestyle="--")
-        axis.set_title(f"{variant} networks")
-        integer_ticks(axis)
-        axis.set_xlabel("epoch")
-        axis.set_ylabel("error (%)")
-        axis.grid(alpha=0.3)
-        axis.legend(title=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
-                    fontsize=8, title_fontsize=8)
-    top = max([a.get_ylim()[1] for a in axes])
-    for axis in axes:
-        axis.set_ylim(0, top)
-    figure.suptitle(title_with_banner(
-        f"CIFAR-style training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)", banner))
-    return save_figure(figure, path)
+            group.append({
+                "label": model_id,
+                "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
+                "x": [row["epoch"] + 1 for row in rows],
+                "y": [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
+                "dashed": [100 * (1 - row.get(column, float("nan"))) for row in rows] if column else None,
+            })
+        panels.append((f"{variant} networks", group))
+    return plots.curves(
+        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner,
+        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
+        title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
+    )
+            model_id = f"{variant}-{depth}"
+            rows = read_metrics_rows(run.metrics_path(model_id))
+            if not rows:
+                continue
+            entry = next((m for m in results["models"] if m["id"] == model_id), {})
+    """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
+    panels, curve_names = [], set()
+    for variant in config.variants:
+        group = []
+        for depth in sorted(config.depths):
+            model_id = f"{variant}-{depth}"
+            rows = read_metrics_rows(run.metrics_path(model_id))
+            if not rows:
+                continue
+            entry = next((m for m in results["models"] if m["id"] == model_id), {})
+            column = curve_column(rows)
+            if column:
+                curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
+            group.append({
+                "label": model_id,
+                "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
+                "x": [row["epoch"] + 1 for row in rows],
+                "y": [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
+                "dashed": [100 * (1 - row.get(column, float("nan"))) for row in rows] if column else None,
+            })
+        panels.append((f"{variant} networks", group))
+    return plots.curves(
+        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner,
+        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
+        title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
+    )
 
 
 def error_percent(study):

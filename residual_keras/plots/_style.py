@@ -1,0 +1,122 @@
+"""What every figure shares: one palette, one convention (colour = depth, style = variant), one figure helper."""
+
+import os
+
+import numpy as np
+from matplotlib.figure import Figure
+
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+# One line style and marker per variant, in order of first appearance.
+
+VARIANT_STYLES = (
+    ("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"),
+    ((0, (3, 1, 1, 1)), "P"), ((0, (1, 1)), "X"), ((0, (5, 2, 1, 2)), "*"),
+)  # fmt: skip
+
+def _as_list(results):
+    """One result (a dict) or several (a list/tuple of dicts) -> list of dicts."""
+    if isinstance(results, dict):
+        return [results]
+    results = list(results)
+    if not results or not all(isinstance(result, dict) for result in results):
+        raise TypeError(
+            "Expected an instrument's result (a dict) or a non-empty list of them."
+        )
+    return results
+
+def _labels(results, labels):
+    if labels is None:
+        return [
+            result.get("model") or f"model {i + 1}" for i, result in enumerate(results)
+        ]
+    if isinstance(labels, str):
+        labels = [labels]
+    labels = list(labels)
+    if len(labels) != len(results):
+        raise ValueError(
+            f"Got {len(labels)} labels for {len(results)} results: give one label "
+            "per result."
+        )
+    return labels
+
+def _color(index):
+    return PALETTE[index % len(PALETTE)]
+
+def _split_label(label):
+    """("plain", 44) for "plain-44"; ("pre warm-up 100", 6) for "pre-6-warmup100" (the tracks' ids), else None.
+
+    A run with warm-up counts as a variant of its own (its own line style);
+    "warmup0" is the run without.
+    """
+    parts = str(label).split("-")
+    warmup = ""
+    if len(parts) >= 3 and parts[-1].startswith("warmup"):
+        steps = parts[-1][len("warmup"):]
+        warmup = "" if steps in ("", "0") else f" warm-up {steps}"
+        parts = parts[:-1]
+    if len(parts) >= 2 and parts[-1].isdigit():
+        return "-".join(parts[:-1]) + warmup, int(parts[-1])
+    return None
+
+
+def series_styles(labels):
+    """The figures' one convention: colour = depth, line style and marker = variant.
+
+    Labels of the form "<variant>-<depth>" (optionally "-warmup<N>": a run
+    with warm-up is styled as a variant of its own) get the colour of their
+    depth (shallow to deep along `PALETTE`) and the line style and marker of
+    their variant; when all share one depth, the colour follows the variant
+    too. Other labels get one colour each, solid lines.
+
+    Returns:
+        a list of dicts with `color`, `linestyle` and `marker`, one per
+        label, for `axes.plot`.
+    """
+    parsed = [_split_label(label) for label in labels]
+    if not labels or any(item is None for item in parsed):
+        return [{"color": _color(i), "linestyle": "-", "marker": "o"} for i in range(len(labels))]
+    depths = sorted({depth for _, depth in parsed})
+    variants = list(dict.fromkeys(variant for variant, _ in parsed))
+    styles = []
+    for label, (variant, depth) in zip(labels, parsed):
+        linestyle, marker = VARIANT_STYLES[variants.index(variant) % len(VARIANT_STYLES)]
+        # One depth only (e.g. the deepest model of each variant): colour by variant too.
+        colour = PALETTE[(depths.index(depth) if len(depths) > 1 else variants.index(variant)) % len(PALETTE)]
+        styles.append({"color": colour, "linestyle": linestyle, "marker": marker})
+    return styles
+
+def _figure(title, banner, figsize=(7.0, 4.5)):
+    figure = Figure(figsize=figsize, layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(f"{banner}\n{title}" if banner else title)
+    if banner:
+        axes.title.set_color("darkred")
+    axes.grid(True, which="major", alpha=0.3)
+    return figure, axes
+
+def _finish(figure, path):
+    if path is not None:
+        directory = os.path.dirname(os.fspath(path))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        figure.savefig(path, dpi=120)
+    return figure
+
+def _number(value):
+    """A legend number: 3 significant digits, or "undefined" for NaN/None."""
+    if value is None or not np.isfinite(value):
+        return "undefined"
+    return f"{value:.3g}"
+
+def _positive(values):
+    """Values for a log axis: zeros and negatives become NaN (a gap, not an error)."""
+    values = np.asarray(values, dtype="float64")
+    return np.where(values > 0, values, np.nan)
+
+def _panels(title, banner, num_panels, panel_width=5.2, height=4.4):
+    figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
+    axes = figure.subplots(1, num_panels, squeeze=False)[0]
+    figure.suptitle(f"{banner}\n{title}" if banner else title, color="darkred" if banner else None)
+    for axis in axes:
+        axis.grid(True, which="major", alpha=0.3)
+    return figure, axes

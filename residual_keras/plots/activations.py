@@ -1,0 +1,62 @@
+"""The size of the residual stream along the network."""
+
+import numpy as np
+
+from residual_keras.plots._style import (
+    _as_list,
+    _labels,
+    series_styles,
+    _figure,
+    _finish,
+)
+
+
+def activation_growth(
+    results, labels=None, *, log_y=None, sqrt_reference=None, path=None, banner=None, title=None
+):
+    """RMS of the residual stream against depth.
+
+    Args:
+        results: one `diagnostics.activation_norms` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        log_y: bool or None. Logarithmic y axis; None (the default) chooses
+            one when the values span more than a factor 100.
+        sqrt_reference: optional index of the result to draw the reference
+            `sqrt(r_0^2 + k l)` for, fitted to its first and last points: the
+            growth of a stream that adds l independent branches of equal
+            size (the picture for residual BatchNorm branches within a
+            stage). Default None: no reference, since how a stream grows
+            depends on its blocks (exponentially for unnormalised He-init
+            residual branches).
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title or r"Growth of the residual stream: RMS of $x_\ell$", banner
+    )
+    everything = []
+    for style, result, label in zip(series_styles(labels), results, labels):
+        rms = np.asarray(result["rms"], dtype="float64").mean(axis=1)
+        everything.extend(rms[rms > 0])
+        axes.plot(np.arange(len(rms)), rms, markersize=3, **style, label=label)
+    if sqrt_reference is not None:
+        first = np.asarray(results[sqrt_reference]["rms"], dtype="float64").mean(axis=1)
+        depth = len(first) - 1
+        slope = max((first[-1] ** 2 - first[0] ** 2) / max(depth, 1), 0.0)
+        depths = np.linspace(0, depth, 200)
+        axes.plot(depths, np.sqrt(first[0] ** 2 + slope * depths), color="gray", linestyle="--", linewidth=1,
+                  label=rf"$\sqrt{{{first[0] ** 2:.3g} + {slope:.3g}\,\ell}}$ (fitted to {labels[sqrt_reference]})")
+    if log_y is None:
+        log_y = bool(everything) and max(everything) > 100 * min(everything)
+    if log_y:
+        axes.set_yscale("log")
+    axes.set_xlabel(
+        r"stream point $\ell$ (0 = first block's input, else output of block $\ell$)"
+    )
+    axes.set_ylabel("RMS of the stream (mean over examples)")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)

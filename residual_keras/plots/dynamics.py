@@ -1,0 +1,60 @@
+"""The instruments while training (`TrainingDynamics` rows) against the epoch."""
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from residual_keras.plots._style import (
+    series_styles,
+    _finish,
+    _panels,
+)
+
+
+def dynamics(results, labels=None, *, path=None, banner=None, title=None, epoch_label="epoch"):
+    """How the instruments change while training: one line per model, against the epoch.
+
+    Args:
+        results: one list of `TrainingDynamics.rows` per model (a list of
+            such lists), or one list of rows.
+        labels: one label per model.
+        path, banner, title: as in `gradient_flow`.
+        epoch_label: the x axis' name (e.g. "evaluation interval").
+
+    Returns:
+        matplotlib.figure.Figure with four panels: the gradient gain, the
+        blocks' mean update-to-weight ratio per epoch, the mean
+        branch-to-stream ratio, and the mean identity scalar (ReZero alpha,
+        zero gamma, Fixup scale) of the models that have one.
+    """
+    if results and isinstance(results[0], dict):
+        results = [results]
+    labels = [f"model {i + 1}" for i in range(len(results))] if labels is None else list(labels)
+    panels = (
+        ("gradient_gain", "gradient gain (input / output)", True),
+        ("update_ratio", r"update $\|\Delta W\| / \|W\|$ per epoch (mean of blocks)", True),
+        ("branch_ratio", r"branch / stream $\|f(x)\| / \|x\|$ (mean of blocks)", True),
+        ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),
+    )
+    figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars",
+                           banner, 4, panel_width=4.2)
+    for style, rows, label in zip(series_styles(labels), results, labels):
+        epochs = sorted({row["epoch"] for row in rows})
+        for axis, (key, _, _) in zip(axes, panels):
+            values = []
+            for epoch in epochs:
+                found = [row[key] for row in rows if row["epoch"] == epoch and row.get(key) is not None]
+                values.append(np.mean(found) if found else np.nan)
+            if np.all(np.isnan(values)):
+                continue
+            axis.plot(epochs, values, markersize=3, **style, label=label)
+    for axis, (_, name, log) in zip(axes, panels):
+        if log and any(line.get_ydata().size for line in axis.get_lines()):
+            axis.set_yscale("log")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(epoch_label)
+        axis.set_title(name, fontsize="small")
+        if axis.get_lines():
+            axis.legend(fontsize="x-small")
+        else:
+            axis.text(0.5, 0.5, "no model has one", ha="center", va="center", transform=axis.transAxes)
+    return _finish(figure, path)

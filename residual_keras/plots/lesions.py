@@ -1,0 +1,186 @@
+"""Veit et al.'s experiments on trained networks: lesions, k-block deletion and swaps, paths."""
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from residual_keras.plots._style import (
+    _as_list,
+    _labels,
+    series_styles,
+    _figure,
+    _finish,
+    _positive,
+    _panels,
+)
+
+
+def lesion(results, labels=None, *, path=None, banner=None, title=None):
+    """Bar chart of the metric with each single block removed, and the intact metric.
+
+    Several results (e.g. residual and plain) are drawn as grouped bars with
+    one dashed "intact" line each. Blocks that cannot be removed (a plain
+    block that changes shape) get an "n/a" mark instead of a bar.
+
+    Args:
+        results: one `diagnostics.lesion` result or a list of them (same
+            number of blocks for grouped bars; the first one's block names
+            label the x axis).
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one bar per removable block and result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    metric = results[0].get("metric", "metric")
+    num_blocks = max(len(result["names"]) for result in results)
+    width = 0.8 / len(results)
+    figure, axes = _figure(
+        title or f"Lesion study: {metric} with one block removed",
+        banner,
+        figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5),
+    )
+    for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
+        color = style["color"]
+        offset = (index - (len(results) - 1) / 2) * width
+        positions = np.arange(len(result["names"])) + offset
+        values = result["lesioned"]
+        removable = [i for i, value in enumerate(values) if value is not None]
+        axes.bar(
+            positions[removable],
+            [values[i] for i in removable],
+            width=width,
+            color=color,
+            alpha=0.8,
+            label=f"{label}, one block removed",
+        )
+        for i, value in enumerate(values):
+            if value is None:
+                axes.annotate(
+                    "n/a",
+                    (positions[i], 0),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize="x-small",
+                    rotation=90,
+                    color=color,
+                )
+        axes.axhline(
+            result["intact"],
+            color=color,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"{label}, intact ({result['intact']:.3g})",
+        )
+    values = [v for result in results for v in (result["intact"], *result["lesioned"])]
+    if all(value is None or value >= 0 for value in values):
+        axes.set_ylim(bottom=0)
+    names = results[0]["names"]
+    axes.set_xticks(np.arange(len(names)))
+    axes.set_xticklabels(names, rotation=90, fontsize="x-small")
+    axes.set_xlabel("removed block")
+    axes.set_ylabel(metric)
+    figure.legend(loc="outside lower center", ncols=2, fontsize="small")
+    return _finish(figure, path)
+
+def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None, title=None):
+    """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
+
+    Args:
+        deletions: one `diagnostics.delete_blocks` result or a list of them
+            (e.g. residual and plain). Each draw is a dot, the mean over
+            draws a line; k = 0 is the intact model.
+        swaps: optional `diagnostics.swap_blocks` results, one per deletion
+            result (None entries allowed), drawn in a second panel: the
+            metric with each adjacent pair exchanged.
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure.
+    """
+    deletions = _as_list(deletions)
+    labels = _labels(deletions, labels)
+    metric = deletions[0].get("metric", "metric")
+    show_swaps = swaps is not None and any(swap and swap["pairs"] for swap in swaps)
+    figure, axes = _panels(
+        title or f"Removing and reordering blocks of trained networks (Veit et al. 2016): {metric}",
+        banner, 2 if show_swaps else 1,
+    )
+    axis = axes[0]
+    styles = series_styles(labels)
+    for style, result, label in zip(styles, deletions, labels):
+        color = style["color"]
+        ks = [0] + list(result["num_removed"])
+        axis.plot(ks, [result["intact"]] + list(result["mean"]), **style,
+                  label=f"{label} (of {len(result['candidates'])} blocks)")
+        for k, values in zip(result["num_removed"], result["values"]):
+            axis.scatter([k] * len(values), values, color=color, s=10, alpha=0.4)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_xlabel("blocks removed at random (k)")
+    axis.set_ylabel(f"{metric} (dots: single draws; line: mean)")
+    axis.set_ylim(bottom=0)
+    axis.legend(fontsize="small")
+    axis.set_title("delete k blocks", fontsize="medium")
+    if show_swaps:
+        axis = axes[1]
+        for style, swap, label in zip(styles, swaps, labels):
+            if not swap or not swap["pairs"]:
+                continue
+            color = style["color"]
+            positions = np.arange(1, len(swap["swapped"]) + 1)
+            axis.plot(positions, swap["swapped"], color=color, marker="s", linestyle="none",
+                      label=f"{label}: one adjacent pair swapped")
+            axis.axhline(swap["intact"], color=color, linestyle="--", linewidth=1.2,
+                         label=f"{label}: intact ({swap['intact']:.3g})")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
+        axis.set_ylabel(metric)
+        axis.set_ylim(bottom=0)
+        axis.legend(fontsize="small")
+        axis.set_title("swap two adjacent blocks", fontsize="medium")
+    return _finish(figure, path)
+
+def path_gradients(results, labels=None, *, path=None, banner=None, title=None):
+    """Veit et al.'s figure 6: how long the paths are, and which lengths carry the gradient.
+
+    Left: the share of paths of each length (Binomial(n, 1/2), bars) and the
+    share of the gradient they carry (lines). Right: the gradient norm of one
+    path of each length (log scale): it falls with every branch it passes.
+
+    Args:
+        results: one `diagnostics.path_gradients` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with two panels.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, (left, right) = _panels(
+        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2
+    )
+    width = 0.8 / len(results)
+    for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
+        color = style["color"]
+        lengths = np.asarray(result["lengths"])
+        left.bar(lengths + (index - (len(results) - 1) / 2) * width, result["path_fraction"],
+                 width=width, color=color, alpha=0.3, label=f"{label}: share of paths")
+        left.plot(lengths, result["gradient_share"], markersize=3, **style,
+                  label=f"{label}: share of the gradient")
+        right.plot(lengths, _positive(result["gradient_per_path"]), markersize=3, **style, label=label)
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.set_xlabel("path length k (branches passed)")
+    left.set_ylabel("fraction")
+    left.legend(fontsize="small")
+    left.set_title("paths vs the gradient they carry", fontsize="medium")
+    right.set_yscale("log")
+    right.set_xlabel("path length k (branches passed)")
+    right.set_ylabel(r"$\|\partial L / \partial x_0\|$ through one path")
+    right.legend(fontsize="small")
+    right.set_title("gradient of a single path", fontsize="medium")
+    return _finish(figure, path)

@@ -1,0 +1,47 @@
+"""Learning curves: a metric against the epoch or step, one panel per variant (He et al.'s Figure 6)."""
+
+from matplotlib.ticker import MaxNLocator
+
+from residual_keras.plots._style import _finish, _panels, series_styles
+
+
+def curves(panels, *, xlabel, ylabel, note=None, bottom=None, top=None, path=None, banner=None, title=None):
+    """Curves of several models, one panel per group (e.g. plain left, residual right).
+
+    Args:
+        panels: list of (panel title, list of series). A series is a dict with
+            `label` (the model's id, e.g. "plain-32": colour = depth, style =
+            variant, as every figure), `legend` (its text in the legend), `x`,
+            `y` (drawn bold) and optionally `dashed` (drawn thin and dashed on
+            the same x, e.g. the test error beside the training error).
+        xlabel, ylabel: axis names.
+        note: optional legend title (e.g. "bold: train, dashed: test").
+        bottom, top: optional y limits shared by all panels (None: automatic,
+            then the same for all).
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one panel per group.
+    """
+    figure, axes = _panels(title or "Learning curves", banner, len(panels))
+    labels = [series["label"] for _, group in panels for series in group]
+    styles = dict(zip(labels, series_styles(labels)))
+    # Dashed lines mean "the second curve" (e.g. test error) here: keep the bold ones solid.
+    solid = any(series.get("dashed") is not None for _, group in panels for series in group)
+    for axis, (panel_title, group) in zip(axes, panels):
+        for series in group:
+            style = dict(styles[series["label"]], **({"linestyle": "-"} if solid else {}))
+            axis.plot(series["x"], series["y"], linewidth=2.4, markersize=4, **style, label=series["legend"])
+            if series.get("dashed") is not None:
+                axis.plot(series["x"], series["dashed"], color=style["color"], linewidth=0.9, linestyle="--")
+        axis.set_title(panel_title, fontsize="medium")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        if axis.get_lines():
+            axis.legend(title=note, fontsize="small", title_fontsize="small")
+    low = min(axis.get_ylim()[0] for axis in axes) if bottom is None else bottom
+    high = max(axis.get_ylim()[1] for axis in axes) if top is None else top
+    for axis in axes:
+        axis.set_ylim(low, high)
+    return _finish(figure, path)

@@ -1,0 +1,126 @@
+"""Transformer figures: what sublayers write, the logit lens, sublayer lesions."""
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from residual_keras.plots._style import (
+    _as_list,
+    _labels,
+    series_styles,
+    _figure,
+    _finish,
+    _panels,
+)
+
+
+def stream(results, labels=None, *, path=None, banner=None, title=None):
+    """What attention and feed-forward add to the stream, per block, relative to it.
+
+    Args:
+        results: one `diagnostics.stream_contributions` result or a list of
+            them. Attention is drawn solid with circles, feed-forward dashed
+            with squares, one color per result (mean over examples).
+        labels: one legend label per result. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with two lines per result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(
+        title or r"Update sizes: $\|$sublayer output$\|$ / $\|$stream$\|$ per block",
+        banner,
+    )
+    for style, result, label in zip(series_styles(labels), results, labels):
+        blocks = np.arange(1, len(result["names"]) + 1)
+        color = style["color"]
+        axes.plot(
+            blocks,
+            np.asarray(result["attention"]).mean(axis=1),
+            color=color,
+            marker="o",
+            label=f"{label}: attention",
+        )
+        axes.plot(
+            blocks,
+            np.asarray(result["feedforward"]).mean(axis=1),
+            color=color,
+            marker="s",
+            linestyle="--",
+            label=f"{label}: feed-forward",
+        )
+    axes.set_xlabel(r"block $\ell$")
+    axes.set_ylabel("relative update size (mean over examples)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+def logit_lens(results, labels=None, *, reference=None, path=None, banner=None, title=None):
+    """The loss of the stream read out through the model's head at every depth.
+
+    Args:
+        results: one `diagnostics.logit_lens` result or a list of them.
+        labels: one legend label per result. Default: the model names.
+        reference: optional (value, text) drawn as a dotted line, e.g. the
+            loss of predicting character frequencies.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one line per result.
+    """
+    results = _as_list(results)
+    labels = _labels(results, labels)
+    figure, axes = _figure(title or "Logit lens: the stream at each depth, read out by the head", banner)
+    for style, result, label in zip(series_styles(labels), results, labels):
+        axes.plot(result["depths"], result["loss"], markersize=3, **style, label=label)
+    if reference is not None:
+        axes.axhline(reference[0], color="gray", linestyle=":", linewidth=1.2, label=reference[1])
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("depth (0 = embeddings, L = the model's own output)")
+    axes.set_ylabel("loss (nats per character)")
+    axes.legend(fontsize="small")
+    return _finish(figure, path)
+
+def sublayer_lesions(lesions, sublayers, labels=None, *, path=None, banner=None, title=None):
+    """The loss with one block, or one of its two sublayers, removed, per block.
+
+    Args:
+        lesions: `diagnostics.lesion` results (one per model).
+        sublayers: `diagnostics.lesion_sublayers` results (same models).
+        labels: one label per model. Default: the model names.
+        path, banner, title: as in `gradient_flow`.
+
+    Returns:
+        matplotlib.figure.Figure with one panel per model: bars for the
+        block, its attention and its feed-forward sublayer removed, and the
+        intact loss as a dashed line.
+    """
+    lesions, sublayers = _as_list(lesions), _as_list(sublayers)
+    labels = _labels(lesions, labels)
+    metric = sublayers[0].get("metric", "metric")
+    figure, axes = _panels(title or f"Removing a block or one sublayer of a trained model: {metric}",
+                           banner, len(lesions), panel_width=4.4)
+    top = max(max(v for v in (*l["lesioned"], *s["attention"], *s["feedforward"]) if v is not None)
+              for l, s in zip(lesions, sublayers))
+    for axis, lesion_result, sublayer_result, label in zip(axes, lesions, sublayers, labels):
+        blocks = np.arange(1, len(sublayer_result["names"]) + 1)
+        width = 0.27
+        for offset, values, name, color in (
+            (-width, lesion_result["lesioned"], "whole block", "tab:gray"),
+            (0.0, sublayer_result["attention"], "attention", "tab:blue"),
+            (width, sublayer_result["feedforward"], "feed-forward", "tab:orange"),
+        ):
+            axis.bar(blocks + offset, [np.nan if v is None else v for v in values], width=width,
+                     color=color, label=f"{name} removed")
+        axis.axhline(sublayer_result["intact"], color="black", linestyle="--", linewidth=1.2,
+                     label=f"intact ({sublayer_result['intact']:.3g})")
+        axis.set_ylim(0, 1.05 * top)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel(r"block $\ell$")
+        axis.set_ylabel(metric)
+        low, high = axis.get_ylim()
+        axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
+        axis.set_title(label, fontsize="medium")
+        axis.legend(fontsize="x-small")
+    return _finish(figure, path)

@@ -1,0 +1,72 @@
+"""`python -m tracks.X diagnose --model PATH.keras`: the instruments on a student's saved models."""
+
+import json
+
+import pytest
+
+import keras
+from residual_keras import TokenAndPositionEmbedding, TransformerBlock, cifar_resnet, transformer_lm
+from track_helpers import run_cli
+from tracks.language.__main__ import main as language_main
+from tracks.vision.__main__ import main as vision_main
+
+
+def _save(model, path):
+    model.save(path)
+    return path
+
+
+def test_vision_diagnose_compares_a_plain_and_a_residual_saved_model(tmp_path, capsys):
+    keras.utils.set_random_seed(0)
+    plain = _save(cifar_resnet(8, width=4, residual=False), tmp_path / "plain.keras")
+    identity = _save(cifar_resnet(8, width=4, zero_gamma=True), tmp_path / "zero_gamma.keras")
+    argv = ["diagnose", "--model", plain, "--model", identity, "--data", "synthetic",
+            "--instrument-images", "8", "--out", tmp_path / "run"]
+    code, out, err = run_cli(vision_main, argv, capsys)
+    assert code == 0, err
+    for name in ("gradient_flow.png", "activation_growth.png", "jacobian.png", "jacobian_blocks.png",
+                 "layer_gradients.png", "summary.md"):
+        assert (tmp_path / "run" / name).stat().st_size > 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert [m["variant"] for m in results["saved_models"]] == ["plain", "residual"]
+    assert results["targets"] == "the data's labels"
+    measured = results["measured"]
+    # Zero-gamma blocks are their shortcuts: the stream's Jacobian is exactly 1.
+    assert measured["zero_gamma"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)
+    assert measured["plain"]["jacobian_norm"] != pytest.approx(1.0, abs=1e-2)
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "# Your models: plain, zero_gamma" in summary and "no training" in summary
+    assert "3 blocks (plain)" in out
+
+
+def test_language_diagnose_on_a_gpt_with_two_outputs(tmp_path, capsys):
+    tokens = keras.Input((16,), dtype="int32")
+    x = TokenAndPositionEmbedding(110, 16, 16, name="tokens_and_positions")(tokens)
+    x = TransformerBlock(2, 32, residual="rezero", name="first")(x)
+    x = TransformerBlock(2, 32, residual="rezero", name="second")(x)
+    gpt = keras.Model(tokens, [keras.layers.Dense(110)(x), x], name="gpt")
+    path = _save(gpt, tmp_path / "gpt.keras")
+    base = ["diagnose", "--model", path, "--data", "pydoc", "--preset", "smoke"]
+    code, _, err = run_cli(language_main, [*base, "--out", tmp_path / "refused"], capsys)
+    assert code == 2 and "2 outputs" in err and "output_index" in err
+    code, _, err = run_cli(language_main, [*base, "--output-index", "0", "--out", tmp_path / "run"], capsys)
+    assert code == 0, err
+    measured = json.loads((tmp_path / "run" / "results.json").read_text())["measured"]
+    assert measured["gpt"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)  # ReZero: the identity
+
+
+def test_diagnose_model_says_what_to_pass_instead(tmp_path, capsys):
+    small = _save(cifar_resnet(8, width=4, input_shape=(8, 8, 3)), tmp_path / "small.keras")
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", small, "--data", "synthetic",
+                                         "--out", tmp_path / "a"], capsys)
+    assert code == 2 and "--input-shape 8,8,3" in err
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", small, "--input-shape", "8,8,3",
+                                         "--examples", "4", "--out", tmp_path / "b"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["targets"] == "random labels"
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", tmp_path / "missing.keras"], capsys)
+    assert code == 2 and "no such file" in err
+    lm = _save(transformer_lm(20, 16, 1, embed_dim=8, num_heads=2), tmp_path / "lm.keras")
+    code, _, err = run_cli(language_main, ["diagnose", "--model", lm, "--data", "pydoc",
+                                           "--preset", "smoke", "--out", tmp_path / "c"], capsys)
+    assert code == 2 and "reads 20" in err and "--input-shape 16" in err

@@ -1,0 +1,253 @@
+"""`python -m tracks.X diagnose --model PATH.keras`: the instruments on a student's own saved model.
+
+    python -m tracks.vision diagnose --model my_resnet.keras
+    python -m tracks.vision diagnose --model plain.keras --model residual.keras
+    python -m tracks.vision diagnose --model edsr.keras --input-shape 48,48,3
+    python -m tracks.language diagnose --model gpt.keras --output-index 0
+
+The model is loaded (its residual_keras layers are registered when the
+library is imported; `--import MODULE` imports a module that registers the
+student's own layers), measured on a batch of the track's data (or on random
+inputs of `--input-shape`), and the run directory gets the plots and the
+summary.md that `diagnose` writes for the track's own networks: gradient
+flow, activation growth, the stream's Jacobian, weight gradients per block.
+With two models (a plain one and a residual one, say) every plot compares
+them. The models are measured as saved: trained BatchNorm statistics are
+kept unless `--calibrate-batchnorm` asks for the batch's statistics.
+"""
+
+import argparse
+import dataclasses
+import importlib
+import pathlib
+
+import numpy as np
+
+from tracks.common import instruments
+from tracks.common.cli import fail, log, resolve_config, train_parser
+from tracks.common.config import ConfigError
+from tracks.common.run_dir import RunDirectory
+
+
+def wants_saved_models(argv):
+    """True when `diagnose` is given `--model`: measure saved models, not the track's grid."""
+    return any(arg == "--model" or arg.startswith("--model=") for arg in argv)
+
+
+def _parser(prog, config_cls, presets, default_preset):
+    parser = train_parser(
+        f"{prog} diagnose", "Measure gradient flow, activation growth and the stream's Jacobian "
+        "of your own saved Keras models (--model PATH.keras, once or twice) on a batch of the "
+        "track's data or on random inputs (--input-shape).",
+        config_cls, presets, default_preset)
+    parser.add_argument("--model", action="append", required=True, metavar="PATH.keras",
+                        help="a saved model to measure (give it twice to compare two models)")
+    parser.add_argument("--input-shape", default=None, metavar="A,B,...",
+                        help="measure on random inputs of this shape (without the batch axis) "
+                             "instead of the track's data; token ids for an integer input")
+    parser.add_argument("--examples", type=int, default=16,
+                        help="examples in the random batch of --input-shape (default 16)")
+    parser.add_argument("--output-index", type=int, default=None,
+                        help="for a model with several outputs: the one the loss reads")
+    parser.add_argument("--blocks", default=None, metavar="NAME,NAME,...",
+                        help="the layers to measure as blocks (default: the residual_keras blocks)")
+    parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
+                        help="import this module first (it registers your own layer classes)")
+    parser.add_argument("--calibrate-batchnorm", action=argparse.BooleanOptionalAction, default=False,
+                        help="set BatchNorm statistics from the batch before the Jacobian "
+                             "(default: measure the model with the statistics it was saved with)")
+    return parser
+
+
+def _load(paths, modules):
+    """[(label, path, model)]: each saved model, labelled by its file name."""
+    import keras
+
+    import residual_keras  # noqa: F401  (registers the library's layers for loading)
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"--import {module}: {error}") from None
+    loaded, labels = [], []
+    for path in map(pathlib.Path, paths):
+        if not path.is_file():
+            raise ValueError(f"--model {path}: no such file")
+        try:
+            model = keras.saving.load_model(path)
+        except Exception as error:  # noqa: BLE001  (Keras raises many kinds for a file it cannot read)
+            raise ValueError(
+                f"--model {path}: Keras could not load it ({type(error).__name__}: {error}). A model "
+                "with layers of your own needs them registered with "
+                "keras.saving.register_keras_serializable: pass --import MODULE for the module "
+                "that defines them.") from None
+        label = path.stem if path.stem not in labels else f"{path.stem}-{len(labels) + 1}"
+        labels.append(label)
+        loaded.append((label, path, model))
+    return loaded
+
+
+def _parse_shape(text):
+    try:
+        shape = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        raise ValueError(f"--input-shape expects positive integers such as 32,32,3; got {text!r}")
+    return shape
+
+
+def _chosen_output(model, outputs, output_index):
+    import keras
+
+    flat = keras.tree.flatten(outputs)
+    return flat[output_index or 0] if len(flat) > 1 else flat[0]
+
+
+def _random_batch(model, shape, examples, output_index, seed):
+    """Standard normal inputs, or token ids below the model's vocabulary for an integer input."""
+    import keras
+
+    rng = np.random.default_rng(seed)
+    inputs = getattr(model, "inputs", None)
+    dtype = keras.backend.standardize_dtype(inputs[0].dtype) if inputs else "float32"
+    if "int" not in dtype:
+        return rng.normal(size=(examples, *shape)).astype("float32")
+    probe = model(np.zeros((1, *shape), dtype=dtype), training=False)
+    vocabulary = int(_chosen_output(model, probe, output_index).shape[-1])  # logits over the ids
+    return rng.integers(0, vocabulary, size=(examples, *shape)).astype(dtype)
+
+
+def _declared_length(model):
+    """The model's fixed or learned context length, or None (language models)."""
+    from residual_keras import TokenAndPositionEmbedding
+
+    inputs = getattr(model, "inputs", None)
+    if inputs and len(inputs[0].shape) == 2 and isinstance(inputs[0].shape[1], int):
+        return inputs[0].shape[1]
+    for layer in model.layers:
+        if isinstance(layer, TokenAndPositionEmbedding):
+            return layer.sequence_length
+    return None
+
+
+def _track_batch(config, data, model, instrument_batch, output_index):
+    """(x, y) from the track's data, shaped for `model`; y None where its labels do not fit."""
+    length = _declared_length(model)
+    if length is not None and hasattr(config, "sequence_length") and length < config.sequence_length:
+        config = dataclasses.replace(config, sequence_length=length)
+    x, y = instrument_batch(config, data)
+    inputs = getattr(model, "inputs", None)
+    if inputs and len(inputs) == 1:
+        expected = tuple(inputs[0].shape[1:])
+        if len(expected) != x.ndim - 1 or any(
+                size is not None and size != got for size, got in zip(expected, x.shape[1:])):
+            raise ValueError(
+                f"model {model.name!r} takes inputs of shape {expected}; the track's data has "
+                f"{tuple(x.shape[1:])}. Pass --input-shape {','.join(str(s or 32) for s in expected)} "
+                "to measure it on random inputs.")
+    if np.issubdtype(x.dtype, np.integer):  # token ids: the model must know every one of them
+        probe = model(np.zeros_like(x[:1]), training=False)
+        vocabulary = _chosen_output(model, probe, output_index).shape[-1]
+        if int(x.max()) >= vocabulary:
+            raise ValueError(
+                f"the track's data has token ids up to {int(x.max())}; model {model.name!r} "
+                f"reads {vocabulary}. Pass --input-shape {x.shape[1]} to measure it on random ids.")
+    return x, y
+
+
+def _labels_fit(model, x, y, output_index):
+    """Whether the data's integer labels can be targets of the model's output."""
+    if y is None or not np.issubdtype(np.asarray(y).dtype, np.integer):
+        return False
+    output = _chosen_output(model, model(x[:1], training=False), output_index)
+    return len(output.shape) >= 2 and int(np.max(y)) < output.shape[-1]
+
+
+def _describe(model, blocks):
+    """("plain" or "residual", number of blocks): plain when no block adds its input back."""
+    from residual_keras import diagnostics
+
+    if blocks:
+        return "residual", len(blocks)
+    found = diagnostics.find_blocks(model)
+    plain = bool(found) and all(getattr(block, "residual", True) is False for block in found)
+    return ("plain" if plain else "residual"), len(found)
+
+
+def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv, *,
+                          load_data, instrument_batch, banner_of=lambda data: None):
+    """The `diagnose --model` command; returns the exit code.
+
+    Args:
+        load_data: callable(config) -> the track's data.
+        instrument_batch: callable(config, data) -> (x, y), the track's batch
+            for the instruments.
+        banner_of: callable(data) -> the plots' data banner or None.
+    """
+    args = _parser(prog, config_cls, presets, default_preset).parse_args(argv)
+    if args.resume:
+        return fail("diagnose does not resume: it trains nothing")
+    if len(args.model) > 2:
+        return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
+    blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
+    try:
+        config, _, _ = resolve_config(args, track, config_cls, presets)
+        loaded = _load(args.model, args.modules)
+        data, banner = None, None
+        if args.input_shape is None:
+            data = load_data(config)
+            banner = banner_of(data)
+        shape = None if args.input_shape is None else _parse_shape(args.input_shape)
+        batches = []
+        for _, _, model in loaded:
+            if shape is not None:
+                batches.append((_random_batch(model, shape, args.examples, args.output_index,
+                                              config.seed), None))
+            else:
+                x, y = _track_batch(config, data, model, instrument_batch, args.output_index)
+                batches.append((x, y if _labels_fit(model, x, y, args.output_index) else None))
+        x, y = batches[0]
+        if any(other.shape != x.shape for other, _ in batches):
+            raise ValueError("the two models take inputs of different shapes "
+                             f"({', '.join(str(other.shape[1:]) for other, _ in batches)}); "
+                             "compare models that read the same data")
+        if any(labels is None for _, labels in batches):
+            y = None  # random labels for both, so that their losses compare
+        run = RunDirectory.create(f"{track}-diagnose", config, out=args.out)
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    from tracks.common.runtime import setup_runtime
+
+    setup_runtime("fp32", "off", "none", seed=config.seed)
+    targets = "the data's labels" if y is not None else "random labels"
+    models, described = [], []
+    for label, path, model in loaded:
+        variant, depth = _describe(model, blocks)
+        # The variant names the series; a plain model also gets the c^l reference line.
+        models.append((label, "plain" if variant == "plain" else label, depth, model))
+        described.append({"id": label, "path": str(path), "variant": variant, "blocks": depth})
+        log(f"{label}: {path}, {depth} blocks ({variant}); {targets} for the loss")
+    try:
+        summary = instruments.at_initialisation(
+            models, x, run.path, y=y, banner=banner, log=log, calibrate=args.calibrate_batchnorm,
+            output_index=args.output_index, blocks=blocks, depth_scaling=False)
+    except (ValueError, TypeError) as error:
+        return fail(f"{error} (diagnose --model measures classifiers and language models with "
+                    "the data's labels or random ones; a model that needs targets of its own is "
+                    "measured from Python: residual_keras.diagnostics.gradient_norms(model, x, y))")
+    run.update_results(track=f"{track}-diagnose", dataset=None if data is None else data.name,
+                       banner=None if data is None else data.banner, saved_models=described,
+                       targets=targets, measured=summary)
+    where = (f"random inputs of shape {shape}" if shape is not None
+             else f"a batch of the {track} track's data ({data.name})")
+    calibration = ("BatchNorm statistics set from the batch" if args.calibrate_batchnorm
+                   else "any BatchNorm statistics as saved")
+    instruments.write_diagnose_summary(
+        run, f"Your models: {', '.join(label for label, _, _ in loaded)}", summary,
+        None if data is None else data.banner,
+        description=f"The saved models ({', '.join(str(p) for _, p, _ in loaded)}) measured as they "
+                    f"are, no training, on {where}; {calibration}; the loss reads {targets}.\n")
+    log(f"done: {run.path / 'summary.md'}")
+    return 0
