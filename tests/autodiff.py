@@ -52,17 +52,3 @@ def gradient(fn, x, jit=False):
         (grad,) = torch.autograd.grad(fn(t), t)
         return grad.detach().cpu().numpy()
     raise ValueError(f"no gradient for the {BACKEND} backend")
-
-
-# The instruments that differentiate (gradient_norms, jacobian_norm,
-# path_gradients, TrainingDynamics) still use TensorFlow's GradientTape and
-# forward accumulator; their per-backend autodiff is the rest of issue 16,
-# done after issue 17 rewrites residual_keras/diagnostics. Until then their
-# tests run on TensorFlow only (remove this mark then).
-import pytest  # noqa: E402
-
-NEEDS_TENSORFLOW_AUTODIFF = pytest.mark.skipif(
-    BACKEND != "tensorflow",
-    reason="gradient_norms/jacobian_norm/path_gradients use TensorFlow's autodiff "
-           "(per-backend autodiff: issue 16, after issue 17's diagnostics rewrite)",
-)

@@ -7,8 +7,8 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 # The tracks train with TensorFlow (tf.data, tf.distribute, tfds): their tests,
-# and the notebooks' and the README's (which import the tracks or measure
-# gradients with the TensorFlow-only instruments), run on the TensorFlow backend.
+# and the notebooks' and the README's (which import or
+# run the tracks), run on the TensorFlow backend.
 # On JAX and PyTorch (`KERAS_BACKEND=jax pytest`, .ci/run) the library's
 # tests run: layers, models, generate, plots, instruments.
 TENSORFLOW_ONLY = [

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import keras
-from autodiff import NEEDS_TENSORFLOW_AUTODIFF
 from residual_keras import (
     BasicBlock,
     PreActBasicBlock,
@@ -82,7 +81,6 @@ def test_swap_blocks_only_swaps_same_shape_neighbours():
     assert lonely["pairs"] == [] and lonely["swapped"] == []
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 def test_path_gradients_add_up_to_the_true_gradient():
     model = _model(_preact)
     result = path_gradients(model, IMAGES, LABELS, samples=2)
@@ -96,7 +94,6 @@ def test_path_gradients_add_up_to_the_true_gradient():
     assert np.all(result["gradient_per_path"] > 0)
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 def test_with_zero_branches_only_the_shortcut_path_carries_gradient():
     result = path_gradients(_model(_identity_start), IMAGES, LABELS, samples=2)
     assert result["gradient_per_path"][0] == pytest.approx(result["full_gradient"], rel=1e-5)
@@ -108,7 +105,6 @@ def test_path_gradients_needs_residual_blocks():
         path_gradients(_model(_plain), IMAGES, LABELS)
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 def test_plots_of_the_ensemble_instruments(tmp_path):
     residual, plain = _model(_preact), _model(_plain)
     deletions = [delete_blocks(m, (IMAGES, LABELS), draws=2) for m in (residual, plain)]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import keras
-from autodiff import NEEDS_TENSORFLOW_AUTODIFF, gradient
+from autodiff import gradient
 from layer_checks import run_layer_test
 from residual_keras import BasicBlock, PadShortcut, PreActBasicBlock, gradient_norms, jacobian_norm
 
@@ -71,7 +71,6 @@ def _stack_model(blocks, channels, stem_relu=False):
     return keras.Model(inputs, keras.layers.Dense(10)(x))
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 @pytest.mark.parametrize("training", [True, False], ids=["batchnorm-training", "batchnorm-inference"])
 def test_zero_init_preact_stack_has_jacobian_and_gradient_gain_exactly_one(training):
     # Within a stage, x_L = x_0 + sum f = x_0 at initialisation, and dLoss/dx_0 = dLoss/dx_L.
@@ -85,7 +84,6 @@ def test_zero_init_preact_stack_has_jacobian_and_gradient_gain_exactly_one(train
     np.testing.assert_allclose(jacobian["total"], 1.0, atol=1e-4)
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 def test_original_block_loses_gradient_at_its_relu_where_preact_keeps_it():
     # Guard for the test above: a zero-gamma BasicBlock stack is ReLU(x + 0) = x as well,
     # but its ReLU passes no gradient where the stream is 0 (half of it after a ReLU stem).
@@ -97,7 +95,6 @@ def test_original_block_loses_gradient_at_its_relu_where_preact_keeps_it():
     assert gradient_norms(preact, images)["gain"] == pytest.approx(1.0, abs=1e-4)
 
 
-@NEEDS_TENSORFLOW_AUTODIFF
 def test_option_a_transition_keeps_jacobian_norm_one_and_passes_the_real_channels_share():
     # Option A is a selection (subsample, zero-pad): spectral norm 1. The gradient on the
     # 4 + 4 padded channels has no way back, so the gain is the share on the 8 real ones.
