@@ -201,12 +201,14 @@ def jacobian_norm(
             f"The first block's input must be floating point, got dtype {x0.dtype}."
         )
 
-    generator = keras.random.SeedGenerator(seed)
+    # numpy's generator: the same start vectors, so the same iterates, on every backend.
+    rng = np.random.default_rng(seed)
     iterations = 0
     converged = True
 
     def start_vector(like):
-        return keras.random.normal(ops.shape(like), dtype=like.dtype, seed=generator)
+        start = rng.standard_normal(tuple(like.shape)).astype("float32")
+        return ops.cast(ops.convert_to_tensor(start), like.dtype)
 
     def estimate(function, at, v):
         nonlocal iterations, converged
