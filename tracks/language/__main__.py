@@ -117,10 +117,11 @@ def initial_instruments(config, data, out_dir):
     """The gradient, activation and Jacobian plots of every grid model at initialisation."""
     import keras
 
-    models = []
+    models, seen = [], set()
     for spec in experiment.grid(config):
-        if spec.warmup != config.warmup_steps[0]:
+        if (spec.variant, spec.depth) in seen:
             continue  # warmup changes training, not the model at initialisation
+        seen.add((spec.variant, spec.depth))
         keras.utils.set_random_seed(config.seed)
         label = f"{spec.variant}-{spec.depth}"
         models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))

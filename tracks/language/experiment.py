@@ -36,11 +36,15 @@ class LanguageSpec:
 
 
 def grid(config):
+    """Every (variant, depth, warm-up) trained: each --warmup-steps length for the
+    --warmup-variants (all by default), the longest for the others."""
+    compared = config.variants if config.warmup_variants is None else config.warmup_variants
     return [
         LanguageSpec(variant, depth, warmup)
         for depth in sorted(config.depths)
         for warmup in config.warmup_steps
         for variant in config.variants
+        if variant in compared or warmup == max(config.warmup_steps)
     ]
 
 
