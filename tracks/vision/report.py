@@ -67,37 +67,6 @@ def plot_training_curves(run, config, results, path, banner=None):
         note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
         title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
     )
-            model_id = f"{variant}-{depth}"
-            rows = read_metrics_rows(run.metrics_path(model_id))
-            if not rows:
-                continue
-            entry = next((m for m in results["models"] if m["id"] == model_id), {})
-    """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
-    panels, curve_names = [], set()
-    for variant in config.variants:
-        group = []
-        for depth in sorted(config.depths):
-            model_id = f"{variant}-{depth}"
-            rows = read_metrics_rows(run.metrics_path(model_id))
-            if not rows:
-                continue
-            entry = next((m for m in results["models"] if m["id"] == model_id), {})
-            column = curve_column(rows)
-            if column:
-                curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
-            group.append({
-                "label": model_id,
-                "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
-                "x": [row["epoch"] + 1 for row in rows],
-                "y": [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
-                "dashed": [100 * (1 - row.get(column, float("nan"))) for row in rows] if column else None,
-            })
-        panels.append((f"{variant} networks", group))
-    return plots.curves(
-        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner,
-        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
-        title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
-    )
 
 
 def error_percent(study):
