@@ -145,7 +145,7 @@ def sample(argv):
     import keras
 
     from residual_keras import generate
-    from tracks.language.data import CharVocabulary
+    from tracks.language.vocabulary import CharVocabulary
 
     run_dir = pathlib.Path(args.run_dir)
     model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"

@@ -142,7 +142,7 @@ def bits_per_char(loss):
 
 def train_one(config, spec, runtime, data, run, log):
     """Trains one grid point and returns its results.json entry (with its sample)."""
-    from tracks.language.data import make_lm_datasets, training_windows
+    from tracks.language.pipeline import make_lm_datasets, training_windows
 
     _, val_ds = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=config.seed)
 
