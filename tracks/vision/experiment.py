@@ -61,7 +61,9 @@ def build_model(config, spec, num_classes):
 def learning_rate_schedule(config, spec, total_steps):
     """Cosine decay to 0, or the paper's /10 steps at 50% and 75% of training.
 
-    Warm-up (He et al. for ResNet-110): `warmup_steps` steps at lr/10 first.
+    Warm-up (He et al. for ResNet-110): `warmup_steps` steps first, held at
+    lr/10 (step schedule, as the paper) or rising linearly from lr/10 to lr
+    (cosine schedule).
     """
     lr = config.learning_rate
     warmup = config.warmup_steps if spec.depth >= config.warmup_from_depth else 0
