@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 TENSORFLOW_ONLY = [
     "test_common.py",
     "test_data_identity.py",
+    "test_diagnose_model.py",
     "test_docker.py",
     "test_fault_injection.py",
     "test_findings.py",
