@@ -176,7 +176,10 @@ class TransformerBlock(layers.Layer):
             written-out reference path; the same numbers within float
             tolerance. Needs `dropout=0`. `return_attention_scores=True`
             always takes the reference path (the fused op does not return
-            the probabilities). Default False.
+            the probabilities). On PyTorch the fused op's gradient is wrong
+            for an example whose padding mask leaves a query with nothing to
+            attend to (left padding): measured in tests/test_transformer.py;
+            keep the reference path there. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:

@@ -466,7 +466,13 @@ def _mask_case(case):
 
 
 @pytest.mark.parametrize("case", ["causal", "not-causal", "right-padding", "left-padding", "attention-mask"])
-def test_fused_attention_computes_what_the_reference_path_computes(case):
+def test_fused_attention_computes_what_the_reference_path_computes(case, request):
+    if case == "left-padding" and keras.backend.backend() == "torch":
+        # Measured: the outputs agree, but the gradient differs at every position of a
+        # left-padded example (up to 4.5 here), real tokens included. Documented in
+        # TransformerBlock's `fused_attention`; strict, so a fixed PyTorch shows up.
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "PyTorch's fused attention gives a wrong gradient when a query row is fully masked")))
     causal, kwargs = _mask_case(case)
     reference = TransformerBlock(num_heads=4, causal=causal)
     fused = TransformerBlock(num_heads=4, causal=causal, fused_attention=True)
