@@ -13,6 +13,13 @@ def check_choice(name, value, choices):
     return value
 
 
+def check_bool(name, value, hint=""):
+    """Raises `TypeError` unless `value` is True or False (`hint` ends the message)."""
+    if value is not True and value is not False:
+        raise TypeError(f"{name} must be True or False, got {value!r}.{hint}")
+    return value
+
+
 def check_positive_int(name, value):
     """Raises `ValueError` unless `value` is an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -20,26 +27,72 @@ def check_positive_int(name, value):
     return value
 
 
-def check_image_input(layer_name, input_shape):
-    """Raises `ValueError` unless `input_shape` is (batch, height, width, channels)."""
+DATA_FORMATS = ("channels_last", "channels_first")
+
+
+def check_data_format(data_format):
+    """`data_format`, or Keras' global `image_data_format()` when None; `ValueError` otherwise."""
+    if data_format is None:
+        import keras
+
+        data_format = keras.config.image_data_format()
+    return check_choice("data_format", data_format, DATA_FORMATS)
+
+
+def channel_axis(data_format):
+    """The channels' axis of an image batch: -1 (channels_last) or 1 (channels_first)."""
+    return -1 if data_format == "channels_last" else 1
+
+
+def check_pair(name, value):
+    """An int or a pair of ints, each >= 1, as a (height, width) tuple; `ValueError` otherwise.
+
+    Keras' convention for `strides` and `kernel_size`: `2` means `(2, 2)`.
+    """
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if (
+        not isinstance(pair, (tuple, list))
+        or len(pair) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in pair)
+    ):
+        raise ValueError(
+            f"{name} must be a positive integer or a pair of them (height, width), got {value!r}."
+        )
+    return tuple(pair)
+
+
+def check_image_input(layer_name, input_shape, data_format="channels_last"):
+    """Raises `ValueError` unless `input_shape` is a 4D image batch with known channels."""
+    layout = "(batch, height, width, channels)" if data_format == "channels_last" else (
+        "(batch, channels, height, width)"
+    )
     if len(input_shape) != 4:
         raise ValueError(
-            f"{layer_name} expects 4D image input (batch, height, width, "
-            f"channels), got shape {tuple(input_shape)}."
+            f"{layer_name} expects 4D image input {layout} ({data_format}), got shape "
+            f"{tuple(input_shape)}."
         )
-    if input_shape[-1] is None:
+    if input_shape[channel_axis(data_format)] is None:
         raise ValueError(
-            f"{layer_name} needs a known number of channels, got shape "
+            f"{layer_name} needs a known number of channels ({data_format}: {layout}), got shape "
             f"{tuple(input_shape)}."
         )
 
 
+def input_channels(input_shape, data_format="channels_last"):
+    """The number of channels of an image batch's shape."""
+    return input_shape[channel_axis(data_format)]
+
+
 def strided_size(size, strides):
-    """Spatial size after a 'same'-padded op with `strides`, or None."""
+    """Spatial size after a 'same'-padded op with `strides` (an int), or None."""
     return None if size is None else -(-size // strides)
 
 
-def strided_output_shape(input_shape, strides, channels):
-    """(batch, height, width, channels) after a 'same'-padded op with `strides`."""
-    batch, height, width, _ = input_shape
-    return (batch, strided_size(height, strides), strided_size(width, strides), channels)
+def strided_output_shape(input_shape, strides, channels, data_format="channels_last"):
+    """The image batch's shape after a 'same'-padded op with `strides` (height, width) and `channels`."""
+    stride_height, stride_width = check_pair("strides", strides)
+    if data_format == "channels_last":
+        batch, height, width, _ = input_shape
+        return (batch, strided_size(height, stride_height), strided_size(width, stride_width), channels)
+    batch, _, height, width = input_shape
+    return (batch, channels, strided_size(height, stride_height), strided_size(width, stride_width))

@@ -27,7 +27,14 @@ import math
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_image_input, check_positive_int, strided_output_shape
+from residual_keras._checks import (
+    check_bool,
+    check_data_format,
+    check_image_input,
+    check_pair,
+    check_positive_int,
+    strided_output_shape,
+)
 from residual_keras.shortcuts import PadShortcut, needs_projection
 
 
@@ -119,12 +126,21 @@ class FixupBasicBlock(layers.Layer):
 
     Args:
         filters: int. Output channels of both convolutions.
-        strides: int. Stride of the first convolution. Default 1.
+        strides: int or (height, width) pair. Stride of the first
+            convolution. Default 1.
         num_blocks: int. L, the number of residual blocks in the whole
             network; scales conv1's initialisation by `L^(-1/2)`.
+        kernel_size: int or (height, width) pair. Kernel of both
+            convolutions. Default 3.
+        activation: the activation inside the branch and after the
+            addition. Default "relu".
+        final_activation: bool. Apply `activation` after the addition (the
+            paper); False gives `out + shortcut`. Default True.
         kernel_regularizer: optional regularizer of the two conv kernels.
         scalar_learning_rate_multiplier: float. Learning-rate multiple of the
             five scalars (the official code uses 0.1). Default 0.1.
+        data_format: "channels_last" or "channels_first". Default None:
+            `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -139,19 +155,29 @@ class FixupBasicBlock(layers.Layer):
         strides=1,
         *,
         num_blocks,
+        kernel_size=3,
+        activation="relu",
+        final_activation=True,
         kernel_regularizer=None,
         scalar_learning_rate_multiplier=0.1,
+        data_format=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
-        self.strides = check_positive_int("strides", strides)
+        self.strides = check_pair("strides", strides)
         self.num_blocks = check_positive_int("num_blocks", num_blocks)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.activation = keras.activations.get(activation)
+        self.final_activation = check_bool(
+            "final_activation", final_activation, " (the function itself is `activation`)"
+        )
+        self.data_format = check_data_format(data_format)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.scalar_learning_rate_multiplier = scalar_learning_rate_multiplier
 
     def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape)
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
 
         def scalar(cls, name):
             layer = cls(
@@ -165,9 +191,10 @@ class FixupBasicBlock(layers.Layer):
         def conv(name, strides, initializer, shape):
             layer = layers.Conv2D(
                 self.filters,
-                3,
+                self.kernel_size,
                 strides=strides,
                 padding="same",
+                data_format=self.data_format,
                 use_bias=False,
                 kernel_initializer=initializer,
                 kernel_regularizer=self.kernel_regularizer,
@@ -191,16 +218,17 @@ class FixupBasicBlock(layers.Layer):
         self.scale = scalar(ScalarScale, "scale")
         self.bias4 = scalar(ScalarBias, "bias4")
         self.shortcut_layer = None
-        if needs_projection(input_shape, self.filters, self.strides):
+        if needs_projection(input_shape, self.filters, self.strides, self.data_format):
             self.shortcut_layer = PadShortcut(
-                self.filters, self.strides, dtype=self.dtype_policy, name="shortcut"
+                self.filters, self.strides, data_format=self.data_format, dtype=self.dtype_policy,
+                name="shortcut",
             )
             self.shortcut_layer.build(input_shape)
 
     def branch(self, inputs):
         """The residual function, exactly 0 at initialisation."""
         x = self.conv1(self.bias1(inputs))
-        x = ops.relu(self.bias2(x))
+        x = self.activation(self.bias2(x))
         x = self.conv2(self.bias3(x))
         return self.bias4(self.scale(x))
 
@@ -212,10 +240,13 @@ class FixupBasicBlock(layers.Layer):
 
     def call(self, inputs):
         residual = self.branch(inputs)  # f(x), exactly 0 at initialisation
-        return ops.relu(residual + self.shortcut_path(inputs))  # ReLU(f(x) + shortcut(x))
+        y = residual + self.shortcut_path(inputs)  # f(x) + shortcut(x)
+        if self.final_activation:
+            y = self.activation(y)  # ReLU(f(x) + shortcut(x))
+        return y
 
     def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.filters)
+        return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)
 
     def get_config(self):
         config = super().get_config()
@@ -224,6 +255,10 @@ class FixupBasicBlock(layers.Layer):
                 "filters": self.filters,
                 "strides": self.strides,
                 "num_blocks": self.num_blocks,
+                "kernel_size": self.kernel_size,
+                "activation": keras.activations.serialize(self.activation),
+                "final_activation": self.final_activation,
+                "data_format": self.data_format,
                 "kernel_regularizer": keras.regularizers.serialize(
                     self.kernel_regularizer
                 ),

@@ -13,7 +13,15 @@ with the tokens at the start and zeros after them, and reads the logits at the
 last real token. The model is causal, so the padding after that position
 cannot change them, and because the shape never changes the model's predict
 function is traced (and, if the model was compiled with `jit_compile=True`,
-XLA-compiled) once instead of once per length.
+XLA-compiled) once instead of once per length (on TensorFlow and JAX; PyTorch
+runs it eagerly).
+
+Written here rather than taken from keras-hub's samplers (`keras_hub.samplers`):
+keras-hub is not a dependency of this package, and its samplers drive a
+`CausalLM` through its key/value-cache interface, which a plain Keras model
+of `TransformerBlock`s does not have. Without a cache every step recomputes
+the whole window: fine for the few hundred characters the tracks sample, and
+the loop stays readable.
 """
 
 import keras

@@ -225,6 +225,7 @@ def transformer_lm(
     dropout=0.0,
     init="gpt2",
     layer_norm_epsilon=1e-5,
+    fused_attention=False,
     name=None,
 ):
     """A decoder-only (GPT-style) language model of `TransformerBlock`s.
@@ -281,6 +282,9 @@ def transformer_lm(
         layer_norm_epsilon: float > 0. The epsilon of every LayerNorm,
             `LN(x) = (x - mean) / sqrt(var + eps)`: a stream whose variance
             falls far below eps is no longer rescaled. Default 1e-5.
+        fused_attention: bool. The blocks compute attention with
+            `keras.ops.dot_product_attention` (fused on GPUs; needs
+            `dropout=0`); see `TransformerBlock`. Default False.
         name: optional model name; default e.g. "transformer_lm_pre",
             "plain_lm_post" or "rezero_lm".
 
@@ -343,6 +347,7 @@ def transformer_lm(
             layer_norm_epsilon=layer_norm_epsilon,
             kernel_initializer=kernel_init,
             output_kernel_initializer=output_init,
+            fused_attention=fused_attention,
             name=f"block{index + 1}",
         )(x)
     if norm_position == "pre" and not rezero:

@@ -28,14 +28,20 @@ place the identity path is not exact.
 
 `residual=False` builds the plain twin `x_{l+1} = f(x_l)` with the same
 layers. `norm="none"` drops both BatchNorms (the convolutions get biases).
+`kernel_size`, `activation`, tuple `strides` and `data_format` are as in
+`BasicBlock`; nothing follows the addition, so there is no final activation
+to drop.
 """
 
 import keras
-from keras import layers, ops
+from keras import layers
 
 from residual_keras._checks import (
+    channel_axis,
     check_choice,
+    check_data_format,
     check_image_input,
+    check_pair,
     check_positive_int,
     strided_output_shape,
 )
@@ -53,8 +59,12 @@ class PreActBasicBlock(layers.Layer):
 
     Args:
         filters: int. Output channels of both convolutions.
-        strides: int. Stride of the first convolution (2 halves the map).
-            Default 1.
+        strides: int or (height, width) pair. Stride of the first
+            convolution (2 halves the map). Default 1.
+        kernel_size: int or (height, width) pair. Kernel of both
+            convolutions. Default 3.
+        activation: the activation after each BatchNorm (a name or a
+            callable). Default "relu".
         residual: bool. Add the shortcut (True) or build the plain twin with
             the same layers (False). Default True.
         shortcut: "A" (subsample + zero-pad channels, parameter-free) or "B"
@@ -69,6 +79,8 @@ class PreActBasicBlock(layers.Layer):
         kernel_regularizer: optional regularizer of the conv kernels.
         norm_momentum: float. BatchNorm momentum (Keras convention). Default 0.9.
         norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
+        data_format: "channels_last" or "channels_first". Default None:
+            `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -87,6 +99,8 @@ class PreActBasicBlock(layers.Layer):
         filters,
         strides=1,
         *,
+        kernel_size=3,
+        activation="relu",
         residual=True,
         shortcut="A",
         norm="batchnorm",
@@ -95,11 +109,15 @@ class PreActBasicBlock(layers.Layer):
         kernel_regularizer=None,
         norm_momentum=0.9,
         norm_epsilon=1e-5,
+        data_format=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
-        self.strides = check_positive_int("strides", strides)
+        self.strides = check_pair("strides", strides)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.activation = keras.activations.get(activation)
+        self.data_format = check_data_format(data_format)
         if not isinstance(residual, bool):
             raise ValueError(f"residual must be True or False, got {residual!r}.")
         self.residual = residual
@@ -120,6 +138,7 @@ class PreActBasicBlock(layers.Layer):
         if self.norm == "none":
             return None
         norm = layers.BatchNormalization(
+            axis=channel_axis(self.data_format),
             momentum=self.norm_momentum,
             epsilon=self.norm_epsilon,
             dtype=self.dtype_policy,
@@ -131,9 +150,10 @@ class PreActBasicBlock(layers.Layer):
     def _make_conv(self, name, strides, shape, initializer):
         conv = layers.Conv2D(
             self.filters,
-            3,
+            self.kernel_size,
             strides=strides,
             padding="same",
+            data_format=self.data_format,
             use_bias=self.norm == "none",
             kernel_initializer=initializer,
             kernel_regularizer=self.kernel_regularizer,
@@ -144,7 +164,7 @@ class PreActBasicBlock(layers.Layer):
         return conv, conv.compute_output_shape(shape)
 
     def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape)
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
         self.norm1 = self._make_norm("branch1_norm", input_shape)
         self.conv1, shape = self._make_conv(
             "branch1_conv", self.strides, input_shape, clone_initializer(self.kernel_initializer)
@@ -160,6 +180,7 @@ class PreActBasicBlock(layers.Layer):
                 self.filters,
                 self.strides,
                 dtype=self.dtype_policy,
+                data_format=self.data_format,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 kernel_regularizer=self.kernel_regularizer,
                 norm_momentum=self.norm_momentum,
@@ -169,15 +190,14 @@ class PreActBasicBlock(layers.Layer):
             if self.shortcut_layer is not None:
                 self.shortcut_layer.build(input_shape)
 
-    @staticmethod
-    def _norm_relu(norm, x, training):
-        """ReLU(BN(x)), or ReLU(x) in an unnormalised block."""
-        return ops.relu(x if norm is None else norm(x, training=training))
+    def _norm_activation(self, norm, x, training):
+        """ReLU(BN(x)), or ReLU(x) in an unnormalised block (ReLU: `activation`)."""
+        return self.activation(x if norm is None else norm(x, training=training))
 
     def branch(self, inputs, training=None):
         """The residual function f(x) = conv2(ReLU(BN(conv1(ReLU(BN(x))))))."""
-        x = self.conv1(self._norm_relu(self.norm1, inputs, training))
-        return self.conv2(self._norm_relu(self.norm2, x, training))
+        x = self.conv1(self._norm_activation(self.norm1, inputs, training))
+        return self.conv2(self._norm_activation(self.norm2, x, training))
 
     def shortcut_path(self, inputs, training=None):
         """shortcut(x): the identity, or option A/B where the shape changes."""
@@ -193,7 +213,7 @@ class PreActBasicBlock(layers.Layer):
         return shortcut + residual  # x + f(x), nothing after the addition
 
     def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.filters)
+        return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)
 
     def get_config(self):
         config = super().get_config()
@@ -201,6 +221,9 @@ class PreActBasicBlock(layers.Layer):
             {
                 "filters": self.filters,
                 "strides": self.strides,
+                "kernel_size": self.kernel_size,
+                "activation": keras.activations.serialize(self.activation),
+                "data_format": self.data_format,
                 "residual": self.residual,
                 "shortcut": self.shortcut,
                 "norm": self.norm,

@@ -16,22 +16,34 @@ a residual stream's growth, show without BatchNorm rescaling them.
 
 The ReLU after the addition is the original design; its Jacobian is a 0/1
 mask, so the identity path is not quite clean. `PreActBasicBlock`
-(preact_blocks.py, He et al. 2016) moves it into the branch.
+(preact_blocks.py, He et al. 2016) moves it into the branch;
+`final_activation=False` drops it, `y = f(x) + shortcut(x)`, as EDSR's
+blocks do (Lim et al. 2017, "Enhanced Deep Residual Networks for Single Image
+Super-Resolution", which also drop BatchNorm: `norm="none"`).
+
+As in keras-hub and torchvision, `kernel_size`, `activation` and tuple
+`strides` are arguments, and `data_format="channels_first"` puts the
+channels on axis 1 (the convolutions, the BatchNorms' axis and the
+shortcut follow it).
 """
 
 import keras
-from keras import layers, ops
+from keras import layers
 
 from residual_keras._checks import (
+    channel_axis,
+    check_bool,
     check_choice,
+    check_data_format,
     check_image_input,
+    check_pair,
     check_positive_int,
     strided_output_shape,
 )
-
-NORMS = ("batchnorm", "none")
 from residual_keras._initializers import clone_initializer
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
+
+NORMS = ("batchnorm", "none")
 
 
 class _ConvBlock(layers.Layer):
@@ -39,7 +51,7 @@ class _ConvBlock(layers.Layer):
 
     Subclasses create their branch's conv/BN pairs in `build_branch()` with
     `self._conv_bn(...)` and compute the branch in `branch()`; this class adds
-    the shortcut and the final ReLU, and handles config and shapes.
+    the shortcut and the final activation, and handles config and shapes.
     """
 
     def __init__(
@@ -47,6 +59,9 @@ class _ConvBlock(layers.Layer):
         filters,
         strides=1,
         *,
+        kernel_size=3,
+        activation="relu",
+        final_activation=True,
         residual=True,
         shortcut="A",
         zero_gamma=False,
@@ -55,11 +70,18 @@ class _ConvBlock(layers.Layer):
         kernel_regularizer=None,
         norm_momentum=0.9,
         norm_epsilon=1e-5,
+        data_format=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
-        self.strides = check_positive_int("strides", strides)
+        self.strides = check_pair("strides", strides)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.activation = keras.activations.get(activation)
+        self.final_activation = check_bool(
+            "final_activation", final_activation, " (the function itself is `activation`)"
+        )
+        self.data_format = check_data_format(data_format)
         if not isinstance(residual, bool):
             raise ValueError(f"residual must be True or False, got {residual!r}.")
         self.residual = residual
@@ -67,7 +89,7 @@ class _ConvBlock(layers.Layer):
         if zero_gamma and not residual:
             raise ValueError(
                 "zero_gamma=True needs residual=True: without a shortcut the "
-                "block would output ReLU(0) = 0 for every input."
+                "block would output activation(0) for every input."
             )
         self.zero_gamma = bool(zero_gamma)
         self.norm = check_choice("norm", norm, NORMS)
@@ -97,6 +119,7 @@ class _ConvBlock(layers.Layer):
             kernel_size,
             strides=strides,
             padding="same",
+            data_format=self.data_format,
             use_bias=not normalised,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer,
@@ -108,6 +131,7 @@ class _ConvBlock(layers.Layer):
         if not normalised:
             return (conv, None), output_shape
         norm = layers.BatchNormalization(
+            axis=channel_axis(self.data_format),
             momentum=self.norm_momentum,
             epsilon=self.norm_epsilon,
             gamma_initializer="zeros" if zero_gamma else "ones",
@@ -118,7 +142,7 @@ class _ConvBlock(layers.Layer):
         return (conv, norm), output_shape
 
     def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape)
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
         self.build_branch(input_shape)
         self.shortcut_layer = None
         if self.residual:
@@ -128,6 +152,7 @@ class _ConvBlock(layers.Layer):
                 self.output_channels,
                 self.strides,
                 dtype=self.dtype_policy,
+                data_format=self.data_format,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 kernel_regularizer=self.kernel_regularizer,
                 norm_momentum=self.norm_momentum,
@@ -147,7 +172,7 @@ class _ConvBlock(layers.Layer):
         return x if norm is None else norm(x, training=training)
 
     def branch(self, inputs, training=None):
-        """The residual function `f(x)`, before the addition and final ReLU."""
+        """The residual function `f(x)`, before the addition and final activation."""
         raise NotImplementedError
 
     def shortcut_path(self, inputs, training=None):
@@ -158,13 +183,17 @@ class _ConvBlock(layers.Layer):
 
     def call(self, inputs, training=None):
         residual = self.branch(inputs, training=training)  # f(x)
-        if not self.residual:
-            return ops.relu(residual)  # the plain twin: ReLU(f(x))
-        shortcut = self.shortcut_path(inputs, training=training)
-        return ops.relu(residual + shortcut)  # ReLU(f(x) + shortcut(x))
+        if self.residual:
+            shortcut = self.shortcut_path(inputs, training=training)
+            y = residual + shortcut  # f(x) + shortcut(x)
+        else:
+            y = residual  # the plain twin: f(x)
+        if self.final_activation:
+            y = self.activation(y)  # ReLU(f(x) + shortcut(x)), He et al. 2015
+        return y
 
     def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.output_channels)
+        return strided_output_shape(input_shape, self.strides, self.output_channels, self.data_format)
 
     def get_config(self):
         config = super().get_config()
@@ -172,6 +201,10 @@ class _ConvBlock(layers.Layer):
             {
                 "filters": self.filters,
                 "strides": self.strides,
+                "kernel_size": self.kernel_size,
+                "activation": keras.activations.serialize(self.activation),
+                "final_activation": self.final_activation,
+                "data_format": self.data_format,
                 "residual": self.residual,
                 "shortcut": self.shortcut,
                 "zero_gamma": self.zero_gamma,
@@ -198,7 +231,16 @@ class BasicBlock(_ConvBlock):
 
     Args:
         filters: int. Output channels of both convolutions.
-        strides: int. Stride of the first convolution (2 halves the map).
+        strides: int or (height, width) pair. Stride of the first
+            convolution (2 halves the map). Default 1.
+        kernel_size: int or (height, width) pair. Kernel of both
+            convolutions. Default 3.
+        activation: the activation inside the branch and after the
+            addition (a name or a callable). Default "relu".
+        final_activation: bool. Apply `activation` after the addition,
+            `ReLU(f(x) + shortcut(x))` (He et al. 2015). False gives
+            `f(x) + shortcut(x)`, as EDSR's blocks (with `norm="none"`).
+            Default True.
         residual: bool. Add the shortcut (True) or build the plain twin
             with the same convolutions and no addition (False). Default True.
         shortcut: "A" (subsample + zero-pad channels, parameter-free) or "B"
@@ -212,25 +254,31 @@ class BasicBlock(_ConvBlock):
         kernel_regularizer: optional regularizer of the conv kernels.
         norm_momentum: float. BatchNorm momentum (Keras convention). Default 0.9.
         norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
+        data_format: "channels_last" (batch, height, width, channels) or
+            "channels_first" (batch, channels, height, width). Default None:
+            `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
         >>> BasicBlock(32, strides=2)(x).shape
         (2, 16, 16, 32)
+        >>> # EDSR's block (Lim et al. 2017): no BatchNorm, nothing after the addition
+        >>> BasicBlock(16, norm="none", final_activation=False)(x).shape
+        (2, 32, 32, 16)
     """
 
     def build_branch(self, input_shape):
         (self.conv1, self.norm1), shape = self._conv_bn(
-            "branch1", self.filters, 3, self.strides, input_shape
+            "branch1", self.filters, self.kernel_size, self.strides, input_shape
         )
         (self.conv2, self.norm2), _ = self._conv_bn(
-            "branch2", self.filters, 3, 1, shape, zero_gamma=self.zero_gamma
+            "branch2", self.filters, self.kernel_size, 1, shape, zero_gamma=self.zero_gamma
         )
 
     def branch(self, inputs, training=None):
         """f(x) = BN(conv2(ReLU(BN(conv1(x)))))."""
-        x = ops.relu(self._conv_norm(self.conv1, self.norm1, inputs, training))
+        x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
         return self._conv_norm(self.conv2, self.norm2, x, training)
 
 
@@ -245,10 +293,14 @@ class BottleneckBlock(_ConvBlock):
 
     Args:
         filters: int. Channels of the 1x1 and 3x3 convolutions inside.
-        strides: int. Stride of the 3x3 convolution. Default 1.
+        strides: int or (height, width) pair. Stride of the 3x3 convolution.
+            Default 1.
         expansion: int. Output channels are `filters * expansion`. Default 4.
-        residual, shortcut, zero_gamma, norm, kernel_initializer,
-        kernel_regularizer, norm_momentum, norm_epsilon: as in `BasicBlock`.
+        kernel_size: int or pair. Kernel of the middle convolution (the
+            other two are 1x1). Default 3.
+        activation, final_activation, residual, shortcut, zero_gamma, norm,
+        kernel_initializer, kernel_regularizer, norm_momentum, norm_epsilon,
+        data_format: as in `BasicBlock`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -270,7 +322,7 @@ class BottleneckBlock(_ConvBlock):
             "branch1", self.filters, 1, 1, input_shape
         )
         (self.conv2, self.norm2), shape = self._conv_bn(
-            "branch2", self.filters, 3, self.strides, shape
+            "branch2", self.filters, self.kernel_size, self.strides, shape
         )
         (self.conv3, self.norm3), _ = self._conv_bn(
             "branch3", self.output_channels, 1, 1, shape, zero_gamma=self.zero_gamma
@@ -278,8 +330,8 @@ class BottleneckBlock(_ConvBlock):
 
     def branch(self, inputs, training=None):
         """f(x) = BN(conv3(ReLU(BN(conv2(ReLU(BN(conv1(x)))))))) (1x1, 3x3, 1x1)."""
-        x = ops.relu(self._conv_norm(self.conv1, self.norm1, inputs, training))
-        x = ops.relu(self._conv_norm(self.conv2, self.norm2, x, training))
+        x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
+        x = self.activation(self._conv_norm(self.conv2, self.norm2, x, training))
         return self._conv_norm(self.conv3, self.norm3, x, training)
 
     def get_config(self):

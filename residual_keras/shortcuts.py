@@ -16,9 +16,13 @@ import keras
 from keras import layers, ops
 
 from residual_keras._checks import (
+    channel_axis,
     check_choice,
+    check_data_format,
     check_image_input,
+    check_pair,
     check_positive_int,
+    input_channels,
     strided_output_shape,
 )
 from residual_keras._initializers import clone_initializer
@@ -36,7 +40,11 @@ class PadShortcut(layers.Layer):
 
     Args:
         filters: int. Number of output channels; must be >= the input's.
-        strides: int. Spatial subsampling factor (1 keeps the size). Default 1.
+        strides: int or (height, width) pair. Spatial subsampling factor
+            (1 keeps the size). Default 1.
+        data_format: "channels_last" (batch, height, width, channels) or
+            "channels_first" (batch, channels, height, width). Default None:
+            `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
     Example:
@@ -45,14 +53,15 @@ class PadShortcut(layers.Layer):
         (2, 16, 16, 32)
     """
 
-    def __init__(self, filters, strides=1, **kwargs):
+    def __init__(self, filters, strides=1, data_format=None, **kwargs):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
-        self.strides = check_positive_int("strides", strides)
+        self.strides = check_pair("strides", strides)
+        self.data_format = check_data_format(data_format)
 
     def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape)
-        in_channels = input_shape[-1]
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
+        in_channels = input_channels(input_shape, self.data_format)
         if self.filters < in_channels:
             raise ValueError(
                 f"PadShortcut (option A) can only add channels: input has "
@@ -64,18 +73,25 @@ class PadShortcut(layers.Layer):
         self._pad_after = extra - extra // 2
 
     def call(self, inputs):
-        x = inputs[:, :: self.strides, :: self.strides, :]
+        step_height, step_width = self.strides
+        padding = [[0, 0], [0, 0], [0, 0], [0, 0]]
+        if self.data_format == "channels_last":
+            x = inputs[:, ::step_height, ::step_width, :]  # (B, H/s, W/s, C)
+        else:
+            x = inputs[:, :, ::step_height, ::step_width]  # (B, C, H/s, W/s)
         if self._pad_before or self._pad_after:
-            padding = [[0, 0], [0, 0], [0, 0], [self._pad_before, self._pad_after]]
+            padding[channel_axis(self.data_format)] = [self._pad_before, self._pad_after]
             x = ops.pad(x, padding)
         return x
 
     def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.filters)
+        return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"filters": self.filters, "strides": self.strides})
+        config.update(
+            {"filters": self.filters, "strides": self.strides, "data_format": self.data_format}
+        )
         return config
 
 
@@ -85,7 +101,8 @@ class ProjectionShortcut(layers.Layer):
 
     Args:
         filters: int. Number of output channels.
-        strides: int. Stride of the 1x1 convolution. Default 1.
+        strides: int or (height, width) pair. Stride of the 1x1 convolution.
+            Default 1.
         kernel_initializer: initializer of the 1x1 kernel. Default "he_normal".
         kernel_regularizer: optional regularizer of the 1x1 kernel.
         norm_momentum: float. BatchNorm moving-average momentum (Keras
@@ -93,6 +110,8 @@ class ProjectionShortcut(layers.Layer):
         norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
         norm: "batchnorm" or "none" (no BatchNorm after the convolution).
             Default "batchnorm".
+        data_format: "channels_last" or "channels_first". Default None:
+            `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -110,11 +129,13 @@ class ProjectionShortcut(layers.Layer):
         norm_momentum=0.9,
         norm_epsilon=1e-5,
         norm="batchnorm",
+        data_format=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
-        self.strides = check_positive_int("strides", strides)
+        self.strides = check_pair("strides", strides)
+        self.data_format = check_data_format(data_format)
         self.norm_kind = check_choice("norm", norm, ("batchnorm", "none"))
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
@@ -122,11 +143,12 @@ class ProjectionShortcut(layers.Layer):
         self.norm_epsilon = norm_epsilon
 
     def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape)
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
         self.conv = layers.Conv2D(
             self.filters,
             1,
             strides=self.strides,
+            data_format=self.data_format,
             use_bias=False,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer,
@@ -138,6 +160,7 @@ class ProjectionShortcut(layers.Layer):
         if self.norm_kind == "none":
             return
         self.norm = layers.BatchNormalization(
+            axis=channel_axis(self.data_format),
             momentum=self.norm_momentum,
             epsilon=self.norm_epsilon,
             dtype=self.dtype_policy,
@@ -150,7 +173,7 @@ class ProjectionShortcut(layers.Layer):
         return x if self.norm is None else self.norm(x, training=training)
 
     def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.filters)
+        return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)
 
     def get_config(self):
         config = super().get_config()
@@ -158,6 +181,7 @@ class ProjectionShortcut(layers.Layer):
             {
                 "filters": self.filters,
                 "strides": self.strides,
+                "data_format": self.data_format,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
@@ -172,27 +196,29 @@ class ProjectionShortcut(layers.Layer):
         return config
 
 
-def needs_projection(input_shape, filters, strides):
+def needs_projection(input_shape, filters, strides, data_format="channels_last"):
     """True when a block with `filters` and `strides` changes the input's shape."""
-    return strides != 1 or input_shape[-1] != filters
+    return check_pair("strides", strides) != (1, 1) or input_channels(input_shape, data_format) != filters
 
 
-def make_shortcut(kind, input_shape, filters, strides, dtype=None, **projection_kwargs):
+def make_shortcut(kind, input_shape, filters, strides, dtype=None, data_format="channels_last",
+                  **projection_kwargs):
     """The shortcut layer a block needs, or None for the identity.
 
     Args:
         kind: "A" (zero-pad, parameter-free) or "B" (1x1 projection).
         input_shape: the block's input shape.
         filters: the block's output channels.
-        strides: the block's stride.
+        strides: the block's stride (an int or a (height, width) pair).
         dtype: dtype policy of the new layer.
+        data_format: "channels_last" or "channels_first".
         **projection_kwargs: passed to `ProjectionShortcut` for option B.
     """
     check_choice("shortcut", kind, SHORTCUTS)
-    if not needs_projection(input_shape, filters, strides):
+    if not needs_projection(input_shape, filters, strides, data_format):
         return None
     if kind == "A":
-        return PadShortcut(filters, strides, dtype=dtype, name="shortcut")
+        return PadShortcut(filters, strides, data_format=data_format, dtype=dtype, name="shortcut")
     return ProjectionShortcut(
-        filters, strides, dtype=dtype, name="shortcut", **projection_kwargs
+        filters, strides, data_format=data_format, dtype=dtype, name="shortcut", **projection_kwargs
     )

@@ -30,6 +30,15 @@ The sublayers, for x of shape (B, T, C) with H heads of size D = C / H:
 
 `W_o` and `W_2` write into the residual stream; GPT-2 initialises them with a
 smaller standard deviation, so they have their own `output_kernel_initializer`.
+
+The attention is written out (`_self_attention`, the reference path): the
+scores, the mask, the float32 softmax and the dropout on the probabilities
+are each a line a student can read, and `return_attention_scores` and the
+instruments need the probabilities. `fused_attention=True` computes the same
+`softmax(q k^T / sqrt(D) + mask) v` with `keras.ops.dot_product_attention`,
+which each backend fuses (cuDNN or flash attention on GPUs); the two paths
+agree within float tolerance (tests/test_transformer.py). The fused op has
+no dropout on the attention probabilities, so it needs `dropout=0`.
 """
 
 import warnings
@@ -37,7 +46,7 @@ import warnings
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_choice, check_positive_int
+from residual_keras._checks import check_bool, check_choice, check_positive_int
 from residual_keras._initializers import clone_initializer
 
 NORM_POSITIONS = ("pre", "post")
@@ -162,6 +171,15 @@ class TransformerBlock(layers.Layer):
         bias_initializer: initializer of all dense biases. Default "zeros".
         kernel_regularizer, bias_regularizer: optional regularizers of every
             dense kernel / bias.
+        fused_attention: bool. Compute the attention with
+            `keras.ops.dot_product_attention` (fused on GPUs) instead of the
+            written-out reference path; the same numbers within float
+            tolerance. Needs `dropout=0`. `return_attention_scores=True`
+            always takes the reference path (the fused op does not return
+            the probabilities). On PyTorch the fused op's gradient is wrong
+            for an example whose padding mask leaves a query with nothing to
+            attend to (left padding): measured in tests/test_transformer.py;
+            keep the reference path there. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:
@@ -194,6 +212,7 @@ class TransformerBlock(layers.Layer):
         bias_initializer="zeros",
         kernel_regularizer=None,
         bias_regularizer=None,
+        fused_attention=False,
         **kwargs,
     ):
         if args:
@@ -234,6 +253,13 @@ class TransformerBlock(layers.Layer):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
         self.dropout = float(dropout)
+        self.fused_attention = check_bool("fused_attention", fused_attention)
+        if self.fused_attention and self.dropout:
+            raise ValueError(
+                f"fused_attention=True needs dropout=0 (got dropout={dropout!r}): "
+                "keras.ops.dot_product_attention has no dropout on the attention probabilities. "
+                "Use the reference path (fused_attention=False) to train with dropout."
+            )
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.causal = bool(causal)
@@ -341,8 +367,13 @@ class TransformerBlock(layers.Layer):
             allowed = given if allowed is None else ops.logical_and(allowed, given)
         return allowed
 
-    def _self_attention(self, x, allowed=None, training=None):
-        """Multi-head self-attention F(x), without any norm or scalar: (output, scores)."""
+    def _self_attention(self, x, allowed=None, training=None, need_scores=False, only_causal=False):
+        """Multi-head self-attention F(x), without any norm or scalar: (output, scores or None).
+
+        `allowed` is what `_allowed` returns, `only_causal` True when it is the
+        causal mask alone; `need_scores` forces the reference path, which alone
+        returns the attention probabilities.
+        """
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         heads, head_dim = self.num_heads, self.head_dim
 
@@ -351,18 +382,38 @@ class TransformerBlock(layers.Layer):
         key = ops.reshape(key, (batch, length, heads, head_dim))
         value = ops.reshape(value, (batch, length, heads, head_dim))
 
-        query = query * ops.cast(head_dim**-0.5, query.dtype)
+        if self.fused_attention and not need_scores:
+            out, weights = self._fused_attention(query, key, value, allowed, only_causal), None
+        else:
+            out, weights = self._reference_attention(query, key, value, allowed, training)
+        out = ops.reshape(out, (batch, length, heads * head_dim))  # (B, T, H D)
+        out = self.attention_output(out)  # (B, T, C)
+        return self.attention_output_dropout(out, training=training), weights
+
+    def _reference_attention(self, query, key, value, allowed, training):
+        """softmax(q k^T / sqrt(D) + mask) v, written out: ((B, T, H, D), probabilities (B, H, T, T))."""
+        query = query * ops.cast(self.head_dim**-0.5, query.dtype)
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (B, H, T, T)
         scores = ops.cast(scores, "float32")  # softmax in float32
         if allowed is not None:
             scores = ops.where(allowed[:, None], scores, _MASKED_SCORE)
         weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         dropped = self.attention_dropout(weights, training=training)
+        return ops.einsum("bhqk,bkhd->bqhd", dropped, value), weights  # (B, T, H, D)
 
-        out = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (B, T, H, D)
-        out = ops.reshape(out, (batch, length, heads * head_dim))  # (B, T, H D)
-        out = self.attention_output(out)  # (B, T, C)
-        return self.attention_output_dropout(out, training=training), weights
+    def _fused_attention(self, query, key, value, allowed, only_causal):
+        """The same with `keras.ops.dot_product_attention` (fused by the backend): (B, T, H, D).
+
+        The causal mask alone goes as `is_causal=True` (what flash attention
+        takes); with padding or attention masks the combined boolean mask goes
+        instead. A query with no allowed key gets uniform weights, as above.
+        """
+        return ops.dot_product_attention(
+            query, key, value,
+            mask=None if only_causal or allowed is None else allowed[:, None],  # (B, 1, T, T)
+            is_causal=only_causal and self.causal,
+            scale=self.head_dim**-0.5,
+        )
 
     def _feedforward(self, x, training=None):
         """The position-wise feed-forward network F(x)."""
@@ -386,7 +437,8 @@ class TransformerBlock(layers.Layer):
         `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C).
         """
         allowed = self._allowed(x, padding_mask, attention_mask)
-        update, _ = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training)
+        update, _ = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training,
+                                         only_causal=padding_mask is None and attention_mask is None)
         return self._scaled(update)
 
     def feedforward_branch(self, x, training=None):
@@ -411,7 +463,10 @@ class TransformerBlock(layers.Layer):
             padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         x = inputs  # (B, T, C)
         allowed = self._allowed(x, padding_mask, attention_mask)
-        attention, scores = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training)
+        attention, scores = self._self_attention(
+            self._sublayer_input(x, self.attention_norm), allowed, training,
+            need_scores=return_attention_scores, only_causal=padding_mask is None and attention_mask is None,
+        )
         x = self.join(x, self._scaled(attention), self.attention_norm)  # Pre-LN: x = x + F(LN(x))
         feedforward = self.feedforward_branch(x, training=training)
         x = self.join(x, feedforward, self.feedforward_norm)  # Post-LN: x = LN(x + F(x))
@@ -446,6 +501,7 @@ class TransformerBlock(layers.Layer):
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
                 "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "fused_attention": self.fused_attention,
             }
         )
         return config

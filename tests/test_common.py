@@ -1,6 +1,7 @@
 """The run machinery both tracks share: config, run directory, lock, checkpoints, resume, divergence."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import pathlib
@@ -22,7 +23,6 @@ from tracks.common.run_dir import RunDirectory, RunFileError
 from tracks.common.runtime import check_strategy
 from tracks.common.training import (
     Checkpoints,
-    DivergenceMonitor,
     describe_outcome,
     fit_with_backup,
     read_metrics_rows,
@@ -288,6 +288,33 @@ def test_divergence_is_recorded_not_raised_and_never_checkpointed(tmp_path):
     assert Checkpoints(run.backup_dir("boom")).saved() == []
 
 
+def test_the_per_epoch_evaluation_is_named_for_what_it_is_in_csv_progress_bar_and_tensorboard(tmp_path, capsys):
+    run = RunDirectory.create("toy", ToyConfig(), out=tmp_path / "run")
+    model = _tiny_model()
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    curve = tf.data.Dataset.from_tensor_slices(XY).take(16).batch(8)
+    outcome = fit_with_backup(model, _epoch_data, run=run, model_id="m", epochs=2, verbose=2,
+                              curve_data=curve, curve_name="test_subset")
+    expected = model.evaluate(curve, verbose=0, return_dict=True)
+    for row in (outcome["history"][-1], read_metrics_rows(run.metrics_path("m"))[-1]):
+        assert not any(key.startswith("val_") for key in row)
+        assert row["test_subset_loss"] == pytest.approx(expected["loss"], rel=1e-5)
+        assert row["test_subset_mae"] == pytest.approx(expected["mae"], rel=1e-5)
+    printed = capsys.readouterr().out
+    assert "test_subset_loss" in printed and "val_" not in printed  # Keras' progress lines
+    if not importlib.util.find_spec("tensorboard"):
+        pytest.skip("the tensorboard package (the test extra) writes TensorBoard logs")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run.tensorboard_dir("m") / "train")).Reload()
+    tags = events.Tags()["tensors"]
+    assert {"epoch_loss", "epoch_test_subset_loss"} <= set(tags)
+    steps = [event.step for event in events.Tensors("epoch_test_subset_loss")]
+    assert steps == [0, 1]  # one fit per epoch, one curve with a point per epoch
+    logged = tf.make_ndarray(events.Tensors("epoch_test_subset_loss")[-1].tensor_proto)
+    assert float(logged) == pytest.approx(expected["loss"], rel=1e-5)
+
+
 @dataclasses.dataclass
 class Spec:
     id: str
@@ -334,4 +361,3 @@ def test_outcome_lines_and_throughput():
     assert describe_outcome({"diverged": True, "diverged_step": 500}) == "diverged at step 500"
     history = [{"seconds": 10.0}, {"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 4.0}]
     assert throughput(history, 100) == pytest.approx(50.0)
-    assert DivergenceMonitor().diverged_epoch is None

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from tracks.language.data import CharVocabulary, fingerprint as text_fingerprint, make_lm_datasets
-from tracks.language.data import make_text_data, training_windows
+from tracks.language.data import fingerprint as text_fingerprint, make_text_data
+from tracks.language.pipeline import make_lm_datasets, training_windows
+from tracks.language.vocabulary import CharVocabulary
 from tracks.vision.data import fingerprint as image_fingerprint, load_vision_data
 
 

@@ -209,7 +209,7 @@ def _differences(run_dir, whole):
         reference_rows = read_metrics_rows(whole / "metrics" / f"{model}.csv")
         assert [row["epoch"] for row in rows] == [0, 1, 2]
         differences += [abs(row[key] - ref[key]) for row, ref in zip(rows, reference_rows)
-                        for key in ("loss", "accuracy", "val_loss", "val_accuracy")]
+                        for key in ("loss", "accuracy", "test_subset_loss", "test_subset_accuracy")]
     return differences
 
 

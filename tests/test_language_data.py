@@ -1,4 +1,4 @@
-"""Tests of tracks/language/data.py: vocabulary, text sources, (x, y) batches.
+"""Tests of tracks/language/data.py, vocabulary.py and pipeline.py: text sources, vocabulary, (x, y) batches.
 
 None of them touches the network: texts are generated or read from tmp files,
 the download host's reachability is monkeypatched, and the tiny_shakespeare
@@ -15,14 +15,9 @@ import pytest
 import tensorflow as tf
 
 from tracks.common import tfds_source
-from tracks.language.data import (
-    CharVocabulary,
-    load_text_data,
-    make_lm_datasets,
-    make_text_data,
-    parse_source,
-    validation_plan,
-)
+from tracks.language.data import load_text_data, make_text_data, parse_source
+from tracks.language.pipeline import make_lm_datasets, validation_plan
+from tracks.language.vocabulary import CharVocabulary
 
 SHARED_SHAKESPEARE = "/work/shared/data/tinyshakespeare.txt"
 

@@ -2,15 +2,14 @@ import math
 
 import numpy as np
 import pytest
-import tensorflow as tf
-
 import keras
-from layer_checks import run_layer_test
+from autodiff import BACKEND, gradient
+from layer_checks import XLA, run_layer_test
 from residual_keras.models import transformer_lm
 from residual_keras.transformer import TransformerBlock
-from tracks.common.xla import xla_step_ran
 
 X = np.random.default_rng(0).normal(size=(2, 8, 16)).astype("float32")  # (B, T, C)
+NEEDS_XLA = pytest.mark.skipif(BACKEND == "torch", reason="PyTorch has no XLA here")
 
 VARIANTS = {
     "pre": {},
@@ -169,27 +168,15 @@ def _gradients_of_positions(block, x, training, jit):
     w_t are fixed random weights, so every feature of output t counts.
     """
     rng = np.random.default_rng(0)
-    weights = [
-        tf.constant(rng.normal(size=(x.shape[0], x.shape[-1])), dtype="float32")
-        for _ in POSITIONS
-    ]
-
-    def gradients(x):
-        grads = []
-        for t, w in zip(POSITIONS, weights):
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                out = tf.reduce_sum(block(x, training=training)[:, t] * w)
-            grads.append(tape.gradient(out, x))
-        return tf.stack(grads)
-
-    if jit:
-        gradients = tf.function(gradients, jit_compile=True)
-    return gradients(tf.constant(x)).numpy()
+    grads = []
+    for t in POSITIONS:
+        w = keras.ops.convert_to_tensor(rng.normal(size=(x.shape[0], x.shape[-1])).astype("float32"))
+        grads.append(gradient(lambda x: keras.ops.sum(block(x, training=training)[:, t] * w), x, jit=jit))
+    return np.stack(grads)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("jit", [False, True], ids=["eager", "xla"])
+@pytest.mark.parametrize("jit", [False, pytest.param(True, marks=NEEDS_XLA)], ids=["eager", "xla"])
 def test_block_is_causal_in_training_mode_with_dropout(variant, jit):
     """Output t never depends on inputs after t, with dropout active, eager and under XLA.
 
@@ -230,9 +217,9 @@ def test_language_model_is_causal_eagerly_and_under_xla():
         np.testing.assert_array_equal(after[:, : t + 1], before[:, : t + 1])
         assert not np.allclose(after[:, t + 1 :], before[:, t + 1 :], atol=1e-4)
 
-    model.compile(jit_compile=True)
+    model.compile(jit_compile=XLA)  # XLA on TensorFlow and JAX, eager on PyTorch
     compiled = model.predict(tokens, batch_size=2, verbose=0)
-    assert xla_step_ran(model, "predict")
+    assert model.jit_compile == XLA and model.predict_function is not None  # Keras did not fall back
     np.testing.assert_allclose(compiled, _numpy(model(tokens)), atol=1e-5)
     changed = tokens.copy()
     changed[:, 4:] = (changed[:, 4:] + 5) % 11
@@ -272,21 +259,24 @@ def _embedding_gradient_norms(num_layers, embed_dim, **kwargs):
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, 16, (2, 8)).astype("int32")
     targets = rng.integers(0, 16, (2, 8))
-    x0 = model.get_layer("embedding")(tokens)
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(x0)
-        x = x0
+    x0 = _numpy(model.get_layer("embedding")(tokens))
+
+    def stream(x):
         for index in range(num_layers):
             x = model.get_layer(f"block{index + 1}")(x)
-        x_last = x
+        return x
+
+    def loss_from_last(x_last):
+        x = x_last
         if any(layer.name == "final_norm" for layer in model.layers):
             x = model.get_layer("final_norm")(x)
         logits = model.get_layer("lm_head")(x)
-        loss = tf.reduce_mean(
-            keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
-        )
-    first, last = tape.gradient(loss, [x0, x_last])
-    return float(tf.norm(first)), float(tf.norm(last)), float(tf.math.reduce_std(x_last))
+        return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True))
+
+    x_last = _numpy(stream(x0))
+    first = gradient(lambda x: loss_from_last(stream(x)), x0)
+    last = gradient(loss_from_last, x_last)
+    return float(np.linalg.norm(first)), float(np.linalg.norm(last)), float(np.std(x_last))
 
 
 def test_gradient_at_depth_pre_ln_stays_order_one_plain_twin_collapses():
@@ -457,3 +447,71 @@ def test_key_dim_and_regularizers():
     assert len(block.losses) == 8  # 4 dense layers x (kernel + bias)
     config = block.get_config()
     assert config["key_dim"] == 4 and config["kernel_regularizer"] is not None
+
+
+def _mask_case(case):
+    """(causal, call kwargs) for the fused-vs-reference comparisons."""
+    rng = np.random.default_rng(3)
+    if case == "causal":
+        return True, {}
+    if case == "not-causal":
+        return False, {}
+    if case == "right-padding":
+        return True, {"padding_mask": np.array([[1] * 6 + [0] * 2, [1] * 8], "int32")}
+    if case == "left-padding":  # queries 0 and 1 of the first sequence have no allowed key at all
+        return True, {"padding_mask": np.array([[0] * 2 + [1] * 6, [1] * 8], "int32")}
+    allowed = rng.random((2, 8, 8)) < 0.6
+    allowed[:, np.arange(8), np.arange(8)] = True
+    return False, {"attention_mask": allowed}
+
+
+@pytest.mark.parametrize("case", ["causal", "not-causal", "right-padding", "left-padding", "attention-mask"])
+def test_fused_attention_computes_what_the_reference_path_computes(case, request):
+    if case == "left-padding" and keras.backend.backend() == "torch":
+        # Measured: the outputs agree, but the gradient differs at every position of a
+        # left-padded example (up to 4.5 here), real tokens included. Documented in
+        # TransformerBlock's `fused_attention`; strict, so a fixed PyTorch shows up.
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "PyTorch's fused attention gives a wrong gradient when a query row is fully masked")))
+    causal, kwargs = _mask_case(case)
+    reference = TransformerBlock(num_heads=4, causal=causal)
+    fused = TransformerBlock(num_heads=4, causal=causal, fused_attention=True)
+    reference.build(X.shape)
+    fused.build(X.shape)
+    fused.set_weights(reference.get_weights())
+    expected = _numpy(reference(X, **kwargs))
+    np.testing.assert_allclose(_numpy(fused(X, **kwargs)), expected, rtol=1e-5, atol=1e-5)
+    # The same through the branch the instruments call, and the same gradient.
+    np.testing.assert_allclose(_numpy(fused.attention_branch(X, **kwargs)),
+                               _numpy(reference.attention_branch(X, **kwargs)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gradient(lambda x: keras.ops.sum(fused(x, **kwargs) ** 2), X),
+                               gradient(lambda x: keras.ops.sum(reference(x, **kwargs) ** 2), X),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("jit", [False, pytest.param(True, marks=NEEDS_XLA)], ids=["eager", "xla"])
+def test_fused_attention_language_model_matches_the_reference_one(jit):
+    reference = _tiny_lm()
+    fused = _tiny_lm(fused_attention=True)
+    fused.set_weights(reference.get_weights())
+    tokens = np.random.default_rng(4).integers(0, 11, (2, 8)).astype("int32")
+    for model in (reference, fused):
+        model.compile(jit_compile=jit)
+    np.testing.assert_allclose(fused.predict(tokens, batch_size=2, verbose=0),
+                               reference.predict(tokens, batch_size=2, verbose=0), rtol=1e-5, atol=1e-5)
+    assert all(block.fused_attention for block in fused.layers if isinstance(block, TransformerBlock))
+
+
+def test_fused_attention_layer_checks_scores_and_refusals(tmp_path):
+    run_layer_test(TransformerBlock, {"num_heads": 4, "fused_attention": True}, X, X.shape, tmp_path)
+    reference = _built()
+    fused = _built(fused_attention=True)
+    fused.set_weights(reference.get_weights())
+    out, scores = fused(X, return_attention_scores=True)  # the reference path: the fused op has no scores
+    reference_out, reference_scores = reference(X, return_attention_scores=True)
+    np.testing.assert_allclose(_numpy(scores), _numpy(reference_scores), rtol=1e-6)
+    np.testing.assert_allclose(_numpy(out), _numpy(reference_out), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="fused_attention=True needs dropout=0 \\(got dropout=0.1\\)"):
+        TransformerBlock(num_heads=4, dropout=0.1, fused_attention=True)
+    with pytest.raises(TypeError, match="fused_attention must be True or False, got 'flash'"):
+        TransformerBlock(num_heads=4, fused_attention="flash")

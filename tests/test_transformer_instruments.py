@@ -70,7 +70,8 @@ def test_removing_a_plain_sublayer_keeps_the_stream_going():
 def test_post_ln_weight_gradients_are_larger_than_pre_ln_at_every_layer():
     """Xiong et al. 2020's point at initialisation, as measured here (Xavier initialisation).
 
-    Post-LN's per-block weight gradients are larger than Pre-LN's at every depth. (Xiong
+    Post-LN's per-block weight gradients are larger than Pre-LN's at every depth, about
+    twice on average (1.6-2.0x on the three backends' draws, 1.2x at the least). (Xiong
     et al. also show Post-LN's growing towards the output; that shape is not what this
     character model measures: see docs/experiments/language.md.)
     """
@@ -81,7 +82,8 @@ def test_post_ln_weight_gradients_are_larger_than_pre_ln_at_every_layer():
         assert norms.shape == (8,) and np.all(norms > 0)
         return norms
 
-    assert np.all(block_norms("post") > 1.5 * block_norms("pre"))
+    ratio = block_norms("post") / block_norms("pre")
+    assert np.all(ratio > 1.1) and np.mean(ratio) > 1.5
 
 
 def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
@@ -90,7 +92,8 @@ def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
     Every plain sublayer shrinks the stream; once its variance is far below LayerNorm's
     epsilon (1e-5), LayerNorm no longer rescales it, each layer multiplies by a constant
     below 1, and the gradient's gain falls exponentially with depth: a product of Jacobians.
-    With a tiny epsilon LayerNorm keeps rescaling and the collapse is gone.
+    With a tiny epsilon LayerNorm keeps rescaling: the gain still falls with depth, but
+    orders of magnitude more slowly (how fast depends on the random draw, so on the backend).
     """
     def gain(depth, epsilon):
         keras.utils.set_random_seed(0)
@@ -98,8 +101,9 @@ def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
                                layer_norm_epsilon=epsilon)
         return gradient_norms(model, X, Y)["gain"]
 
-    assert gain(6, 1e-5) < 1e-3 and gain(12, 1e-5) < 1e-3 * gain(6, 1e-5)
-    assert gain(12, 1e-12) > 0.1 * gain(6, 1e-12) > 0
+    collapse = gain(12, 1e-5) / gain(6, 1e-5)
+    assert gain(6, 1e-5) < 1e-3 and collapse < 1e-3
+    assert gain(12, 1e-12) / gain(6, 1e-12) > 100 * collapse and gain(12, 1e-12) > 0
     keras.utils.set_random_seed(0)
     residual = transformer_lm(20, 16, 12, embed_dim=16, num_heads=2)
     assert 0.5 < gradient_norms(residual, X, Y)["gain"] < 2.0  # the Pre-LN twin keeps its gradient

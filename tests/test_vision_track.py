@@ -1,6 +1,7 @@
 """End to end: `python -m tracks.vision` on synthetic data and on an image folder."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import pathlib
@@ -18,7 +19,7 @@ SMOKE = ["--preset", "smoke", "--data", "synthetic"]
 REPORT_FILES = ["config.json", "results.json", "training_curves.png", "gradient_flow.png", "summary.md"]
 
 
-def _check_run(run_dir, config_epochs=2, variants=("plain", "residual"), depths=(8, 14)):
+def _check_run(run_dir, config_epochs=2, variants=("plain", "residual"), depths=(8, 14), curve="test_subset"):
     for name in REPORT_FILES:
         assert (run_dir / name).stat().st_size > 0, name
     results = json.loads((run_dir / "results.json").read_text())
@@ -30,6 +31,9 @@ def _check_run(run_dir, config_epochs=2, variants=("plain", "residual"), depths=
         assert [row["epoch"] for row in rows] == list(range(config_epochs))
         assert entry["epochs_trained"] == config_epochs
         assert entry["train_error"] == pytest.approx(1 - rows[-1]["accuracy"])
+        # The smoke preset draws its curves on 128 test images (on the whole test set when it
+        # is smaller): named so, never val_*.
+        assert f"{curve}_accuracy" in rows[-1] and not any(key.startswith("val_") for key in rows[-1])
         assert 0 <= entry["test_error"] <= 1
         assert entry["params"] > 0 and not entry["diverged"]
     for key in ("dataset", "device", "precision", "xla", "versions"):
@@ -46,6 +50,21 @@ def test_smoke_run_writes_every_file(tmp_path, capsys):
     results = _check_run(tmp_path / "run")
     assert results["dataset"] == "synthetic"
     assert "model 4/4" in out and "estimated time" in out
+    # The run ends with its results table, one row per model, and where the rest is.
+    ending = out[out.index("results (4 models"):].splitlines()
+    header = next(line for line in ending if line.startswith("variant"))
+    assert header.split()[:3] == ["variant", "depth", "parameters"] and "test error" in header
+    rows = [line.split() for line in ending if line.startswith(("plain ", "residual "))]
+    assert sorted((row[0], row[1]) for row in rows) == [("plain", "14"), ("plain", "8"),
+                                                         ("residual", "14"), ("residual", "8")]
+    for row in rows:
+        entry = next(m for m in results["models"] if m["id"] == f"{row[0]}-{row[1]}")
+        assert f"{100 * entry['test_error']:.1f}%" in row
+    assert ending[-1] == f"report with figures: {tmp_path / 'run' / 'summary.md'}"
+    if importlib.util.find_spec("tensorboard"):  # the test extra installs it
+        assert f"tensorboard --logdir {tmp_path / 'run' / 'tensorboard'}" in out
+        assert sorted(p.name for p in (tmp_path / "run" / "tensorboard").iterdir()) == sorted(
+            m["id"] for m in results["models"])
 
 
 def _write_image_folder(root, classes=("cat", "dog"), per_class=40):
@@ -65,7 +84,7 @@ def test_smoke_run_on_an_image_folder(tmp_path, capsys):
             "--batch-size", "16", "--train-size", "64", "--out", tmp_path / "run"]
     code, _, err = run_cli(main, argv, capsys)
     assert code == 0, err
-    results = _check_run(tmp_path / "run", depths=(8,))
+    results = _check_run(tmp_path / "run", depths=(8,), curve="test")  # 16 test images < 128
     assert results["dataset"] == f"folder:{tmp_path / 'images'}"
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["data"] == f"folder:{tmp_path / 'images'}"  # absolute, as resolved
@@ -141,7 +160,7 @@ def test_killed_at_every_point_resumes_to_the_uninterrupted_result(tmp_path, cap
         assert entry["train_error"] == pytest.approx(reference["train_error"], abs=1e-6)
         assert entry["test_error"] == pytest.approx(reference["test_error"], abs=1e-6)
         for row, reference_row in zip(_rows(run_dir)[entry["id"]], _rows(tmp_path / "whole")[entry["id"]]):
-            for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            for key in ("loss", "accuracy", "test_subset_loss", "test_subset_accuracy"):
                 assert row[key] == pytest.approx(reference_row[key], rel=1e-5, abs=1e-6), (entry["id"], key)
 
     # Options given with --resume: refused before anything is touched, or applied with a word.

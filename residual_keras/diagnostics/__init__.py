@@ -72,9 +72,10 @@ statistics.
 
 Keras 3 has no backend-agnostic API for gradients of intermediate tensors or
 Jacobian-vector products, so the gradient instruments (`gradient_norms`,
-`jacobian_norm`, `path_gradients`) use TensorFlow's autodiff through one
-small module, `_autodiff`, and need the TensorFlow backend. The forward
-passes use `keras.ops`.
+`jacobian_norm`, `path_gradients`, `TrainingDynamics`) ask one small module,
+`_autodiff`, which uses the backend's own autodiff (TensorFlow, JAX or
+PyTorch); the results agree across backends (tests/test_cross_backend.py).
+The forward passes use `keras.ops`.
 
 Every instrument returns plain data (a dict of lists, floats and numpy
 arrays) that `residual_keras.plots` draws and that `json`-friendly reports

@@ -18,9 +18,17 @@ def _to_numpy(x):
 
 
 def _per_example_norm(x, dtype="float32"):
-    """Euclidean norm of each example (all axes but the first)."""
-    x = ops.cast(x, dtype)
-    return ops.sqrt(ops.sum(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1))
+    """Euclidean norm of each example (all axes but the first).
+
+    Scaled by each example's largest entry first, so that neither squares of
+    tiny entries (1e-30) underflow nor squares of huge ones overflow: float32
+    is enough, which matters on JAX (no float64 unless enabled).
+    """
+    x = ops.reshape(ops.cast(x, dtype), (ops.shape(x)[0], -1))
+    scale = ops.max(ops.abs(x), axis=1, keepdims=True)
+    safe = ops.where(scale > 0, scale, ops.ones_like(scale))
+    return ops.sqrt(ops.sum(ops.square(x / safe), axis=1)) * ops.squeeze(safe, axis=1) * ops.cast(
+        ops.squeeze(scale, axis=1) > 0, dtype)
 
 
 def _per_example_rms(x):

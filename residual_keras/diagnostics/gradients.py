@@ -46,7 +46,7 @@ def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, s
     The model is left exactly as it was: the BatchNorm statistics and
     seed generators a training-mode pass moves are written back.
 
-    Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only).
+    Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch).
 
     Args:
         model: keras.Model containing residual_keras blocks, at any depth

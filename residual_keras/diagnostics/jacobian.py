@@ -42,8 +42,8 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     """
 
     def normalise(tensor):
-        # Norms in float64: squares of float32 entries near 1e-30 would underflow.
-        norms = _per_example_norm(tensor, dtype="float64")
+        # Scaled norms: squares of float32 entries near 1e-30 would underflow.
+        norms = _per_example_norm(tensor)
         smallest = _smallest_normal(tensor.dtype)
         divisor = ops.cast(ops.maximum(norms, smallest), tensor.dtype)
         shape = (-1,) + (1,) * (len(tensor.shape) - 1)
@@ -112,7 +112,7 @@ def jacobian_norm(
     `calibrate_batchnorm(model, x)` first to measure the network as its first
     training step computes it.
 
-    Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only). float32 cannot represent gains below about 1e-38.
+    Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch). float32 cannot represent gains below about 1e-38.
 
     Power iteration approaches the largest singular value from below, at a
     rate set by the gap to the second one: where many singular values are
@@ -145,9 +145,9 @@ def jacobian_norm(
         blocks: optional list of layer names (or layers) to use as blocks of
             a model.
         seed: int. Seed of the random start vectors. Default 0.
-        use_tf_function: bool. Trace each power-iteration step with `tf.function`
-            (much faster); False runs eagerly, for callables that cannot be
-            traced. Default True.
+        use_tf_function: bool. On TensorFlow, trace each power-iteration step
+            with `tf.function` (much faster); False runs eagerly, for callables
+            that cannot be traced. JAX and PyTorch always run eagerly. Default True.
 
     Returns:
         dict with `model` (str or None), `names` (L block names), `total`
@@ -201,12 +201,14 @@ def jacobian_norm(
             f"The first block's input must be floating point, got dtype {x0.dtype}."
         )
 
-    generator = keras.random.SeedGenerator(seed)
+    # numpy's generator: the same start vectors, so the same iterates, on every backend.
+    rng = np.random.default_rng(seed)
     iterations = 0
     converged = True
 
     def start_vector(like):
-        return keras.random.normal(ops.shape(like), dtype=like.dtype, seed=generator)
+        start = rng.standard_normal(tuple(like.shape)).astype("float32")
+        return ops.cast(ops.convert_to_tensor(start), like.dtype)
 
     def estimate(function, at, v):
         nonlocal iterations, converged

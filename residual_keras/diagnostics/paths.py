@@ -20,7 +20,7 @@ gradient passes the ReLU's 0/1 mask first and then either way, as in Veit
 et al.'s derivation. Everything runs in inference mode (BatchNorm with its
 moving statistics, so each example is separate).
 
-Differentiates with TensorFlow (`_autodiff`; TensorFlow backend only).
+Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch).
 """
 
 import math

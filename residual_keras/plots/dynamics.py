@@ -30,7 +30,7 @@ def dynamics(results, labels=None, *, path=None, banner=None, title=None, epoch_
         results = [results]
     labels = [f"model {i + 1}" for i in range(len(results))] if labels is None else list(labels)
     panels = (
-        ("gradient_gain", "gradient gain (input / output)", True),
+        ("gradient_gain", "gradient gain (input / output, inference mode)", True),
         ("update_ratio", r"update $\|\Delta W\| / \|W\|$ per epoch (mean of blocks)", True),
         ("branch_ratio", r"branch / stream $\|f(x)\| / \|x\|$ (mean of blocks)", True),
         ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),

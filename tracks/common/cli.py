@@ -46,6 +46,7 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
              "options given on the command line override them",
     )
     parser.set_defaults(default_preset=default_preset)
+    parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--out", default=None, help="run directory to create (default: runs/<track>-<timestamp>)")
     parser.add_argument(
         "--resume", default=None, metavar="RUN_DIR",
@@ -55,6 +56,16 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     )
     add_config_options(parser, config_cls)
     return parser
+
+
+def version_line():
+    """'residual-keras 0.1.0 (keras 3.15.1, tensorflow 2.21.0)' for --version."""
+    import keras
+    import tensorflow as tf
+
+    from residual_keras import __version__
+
+    return f"residual-keras {__version__} (keras {keras.__version__}, tensorflow {tf.__version__})"
 
 
 def prefetch_command(prog, dataset, argv):

@@ -157,7 +157,10 @@ def dynamics_cost_line(results):
     if not fitting or not spent:
         return ""
     return (f"Recording the training dynamics took {spent:.0f} s of {fitting:.0f} s of training "
-            f"({100 * spent / fitting:.1f}%; the CSVs are in `dynamics/`).\n")
+            f"({100 * spent / fitting:.1f}%; the CSVs are in `dynamics/`). They are measured in "
+            f"inference mode (BatchNorm's moving statistics, nothing of the model changes), so "
+            f"dynamics.png's gain at epoch 0 differs from the table above, which is measured "
+            f"as in a training step (batch statistics).\n")
 
 
 def instrument_figures(out_dir=None):

@@ -6,6 +6,9 @@ convention, no pyplot state), so reports render on machines without a display.
 
 import pathlib
 
+from tracks.common.training import tensorboard_available
+
+
 KNOWN_DATASETS = {"cifar10": "CIFAR-10", "synthetic": "synthetic images",
                   "tiny_shakespeare": "Tiny Shakespeare", "pydoc": "Python's documentation"}
 
@@ -42,6 +45,36 @@ def deepest_with(config, results, key):
 def markdown_table(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def text_table(headers, rows):
+    """The rows as aligned plain-text columns, for the terminal (numbers right-aligned)."""
+    cells = [[str(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
+
+    def numeric(text):
+        return text[:1].isdigit() or text == "—" or (text[:1] == "-" and text[1:2].isdigit())
+
+    def line(row):
+        return "  ".join(cell.rjust(width) if numeric(cell) else cell.ljust(width)
+                         for cell, width in zip(row, widths)).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * width for width in widths),
+                      *(line(row) for row in cells[1:])])
+
+
+def run_ending(run, headers, rows, extra_lines=()):
+    """What the terminal shows when a run ends: the results table, then where everything is."""
+    lines = [f"results ({len(rows)} models, also in {run.path / 'results.json'}):", "",
+             text_table(headers, rows), "", *extra_lines]
+    tensorboard = run.path / "tensorboard"
+    if tensorboard.is_dir():
+        lines.append(f"curves in TensorBoard: tensorboard --logdir {tensorboard}")
+    elif not tensorboard_available():
+        lines.append("no TensorBoard logs: the tensorboard package is not installed "
+                     "(pip install tensorboard, or the package's [tensorboard] extra)")
+    lines.append(f"report with figures: {run.path / 'summary.md'}")
     return "\n".join(lines)
 
 

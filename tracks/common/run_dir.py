@@ -219,6 +219,10 @@ class RunDirectory:
         path.parent.mkdir(exist_ok=True)
         return path
 
+    def tensorboard_dir(self, model_id):
+        """Where a model's TensorBoard logs go: `tensorboard --logdir <run>/tensorboard` shows them all."""
+        return self.path / "tensorboard" / model_id
+
     def backup_dir(self, model_id):
         return self.path / "backup" / model_id
 

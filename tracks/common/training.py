@@ -20,11 +20,24 @@ A model trains one epoch at a time, each on the batches of that epoch only:
 - A model's checkpoints are kept until `run_grid` has recorded its results
   entry, so a kill during the test evaluation never retrains it: a model whose
   checkpoint says every epoch is done goes straight to evaluation.
-- `DivergenceMonitor` stops a model whose loss becomes NaN or infinite: a
-  diverging model is a result ("diverged at epoch k"), not a crash.
+- Keras' `TerminateOnNaN` stops a model whose loss becomes NaN or infinite;
+  the epoch's row then has a non-finite loss, which says when: a diverging
+  model is a result ("diverged at epoch k"), not a crash.
+- The per-epoch evaluation that draws the curves is named for what it is
+  (`EvaluateEachEpoch`): `val_accuracy` on a validation split,
+  `test_subset_accuracy` on a subset of the test set, never one for the other.
+- Each model's curves also go to TensorBoard, `<run>/tensorboard/<model>/`,
+  when the `tensorboard` package is installed (`tensorboard --logdir <run>/tensorboard`).
+
+Why the loop is not Keras' `BackupAndRestore` and `CSVLogger`: both restore
+or append per `fit` call, but neither keeps the CSV and the checkpoint
+consistent across a kill between the two writes (CSVLogger would append a
+duplicated row for a retrained epoch; here the rows the checkpoint has not
+seen are dropped), nor keeps the dropout layers' random states.
 """
 
 import csv
+import importlib.util
 import math
 import os
 import re
@@ -182,28 +195,44 @@ def _seed_states(model):
     return [variable for variable in model.variables if variable.name == "seed_generator_state"]
 
 
-class DivergenceMonitor(keras.callbacks.Callback):
-    """Stops training when the loss stops being finite; remembers the epoch."""
+class EvaluateEachEpoch(keras.callbacks.Callback):
+    """Evaluates the model on `dataset` after every epoch, logged as `<name>_<metric>`.
 
-    def __init__(self):
+    Keras' `fit(validation_data=...)` calls every such evaluation `val_*`, in
+    its progress bar, History, CSV and TensorBoard alike; when the curves are
+    drawn on a subset of the test set that name would be wrong. This adds
+    `test_subset_loss`, `test_subset_accuracy` (or `val_*` on a real
+    validation split) to the epoch's logs. It must come before the callbacks
+    that read them (progress bar, TensorBoard; History comes last anyway).
+    """
+
+    def __init__(self, dataset, name):
         super().__init__()
-        self.diverged_epoch = None
-        self._epoch = 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def _check(self, logs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(float(loss)) and self.diverged_epoch is None:
-            self.diverged_epoch = self._epoch
-            self.model.stop_training = True
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._check(logs)
+        self.dataset = dataset
+        self.name = name
 
     def on_epoch_end(self, epoch, logs=None):
-        self._check(logs)
+        if logs is None or self.model.stop_training:  # a diverged epoch: nothing to measure
+            return
+        results = self.model.evaluate(self.dataset, verbose=0, return_dict=True)
+        logs.update({f"{self.name}_{metric}": value for metric, value in results.items()})
+
+
+def tensorboard_available():
+    """True when the `tensorboard` package, which `tf.summary` needs to write logs, is installed."""
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def tensorboard_callback(log_dir):
+    """Keras' TensorBoard callback writing to `log_dir`, or None without the tensorboard package.
+
+    A new one for each `fit` (one epoch): Keras closes its writers when a fit
+    ends. Epoch summaries are written at step = epoch, so the epochs of one
+    model form one curve; a resumed model appends to the same directory.
+    """
+    if not tensorboard_available():
+        return None
+    return keras.callbacks.TensorBoard(log_dir=str(log_dir), write_graph=False)
 
 
 class EpochProgress(keras.callbacks.ProgbarLogger):
@@ -222,7 +251,7 @@ def progress_verbosity():
     return 1 if sys.stdout.isatty() else 2
 
 
-def fit_with_backup(model, epoch_data, *, run, model_id, epochs, validation_data=None,
+def fit_with_backup(model, epoch_data, *, run, model_id, epochs, curve_data=None, curve_name="val",
                     extra_callbacks=(), verbose=None, log=None):
     """Trains `model` epoch by epoch with checkpoints, a per-epoch CSV and divergence detection.
 
@@ -233,7 +262,10 @@ def fit_with_backup(model, epoch_data, *, run, model_id, epochs, validation_data
             and stay there (`run_grid` deletes them once the result is recorded).
         model_id: the model's name in the run.
         epochs: the number of epochs to reach (a resumed model trains the rest).
-        validation_data: evaluated after every epoch (val_* columns).
+        curve_data: evaluated after every epoch, as `<curve_name>_<metric>`
+            columns (and in the progress bar and TensorBoard).
+        curve_name: what `curve_data` is: "val" for a validation split,
+            "test_subset" for part of the test set, "test" for all of it.
         extra_callbacks: more Keras callbacks for each epoch's `fit`.
         verbose: Keras verbosity (default: bars on a terminal, lines otherwise).
         log: callable(str) for resume messages (default: none).
@@ -259,18 +291,21 @@ def fit_with_backup(model, epoch_data, *, run, model_id, epochs, validation_data
     elif first_epoch:
         log(f"{model_id}: resuming after epoch {first_epoch} of {epochs}")
 
-    monitor = DivergenceMonitor()
     verbose = progress_verbosity() if verbose is None else verbose
-    callbacks = [monitor, EpochProgress(epochs), *extra_callbacks]
+    # Order matters: the evaluation adds its columns before the others read the logs.
+    callbacks = [keras.callbacks.TerminateOnNaN()]
+    if curve_data is not None:
+        callbacks.append(EvaluateEachEpoch(curve_data, curve_name))
+    callbacks += [EpochProgress(epochs), *extra_callbacks]
     start = time.perf_counter()
     for epoch in range(first_epoch, epochs):
         epoch_start = time.perf_counter()
+        tensorboard = tensorboard_callback(run.tensorboard_dir(model_id))
         history = model.fit(
             epoch_data(epoch),
             initial_epoch=epoch,
             epochs=epoch + 1,
-            validation_data=validation_data,
-            callbacks=callbacks,
+            callbacks=callbacks + ([tensorboard] if tensorboard else []),
             shuffle=False,  # the pipelines order the batches themselves
             verbose=verbose,
         ).history
@@ -278,8 +313,8 @@ def fit_with_backup(model, epoch_data, *, run, model_id, epochs, validation_data
         row.update({key: float(values[-1]) for key, values in history.items()})
         rows.append(row)
         write_metrics_rows(metrics_path, rows)  # the row first, then the checkpoint
-        if monitor.diverged_epoch is not None or not math.isfinite(row.get("loss", 0.0)):
-            break  # a diverged epoch is never saved: its weights are NaN
+        if not math.isfinite(row.get("loss", 0.0)):
+            break  # TerminateOnNaN stopped it: a diverged epoch is never saved, its weights are NaN
         checkpoints.save(model, epoch + 1)
     diverged = None
     if rows and not math.isfinite(rows[-1].get("loss", 0.0)):

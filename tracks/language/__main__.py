@@ -106,7 +106,7 @@ def train(config, run, data):
     figures += report.plot_trained_instruments(config, results, run.path, plot_banner(data))
     report.write_samples(run, config, results)
     report.write_summary(run, config, results, figures, data.banner)
-    log(f"done: {run.path / 'summary.md'}")
+    log(report.terminal_ending(run, results))
 
 
 def plot_banner(data):
@@ -117,10 +117,11 @@ def initial_instruments(config, data, out_dir):
     """The gradient, activation and Jacobian plots of every grid model at initialisation."""
     import keras
 
-    models = []
+    models, seen = [], set()
     for spec in experiment.grid(config):
-        if spec.warmup != config.warmup_steps[0]:
+        if (spec.variant, spec.depth) in seen:
             continue  # warmup changes training, not the model at initialisation
+        seen.add((spec.variant, spec.depth))
         keras.utils.set_random_seed(config.seed)
         label = f"{spec.variant}-{spec.depth}"
         models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))
@@ -144,7 +145,7 @@ def sample(argv):
     import keras
 
     from residual_keras import generate
-    from tracks.language.data import CharVocabulary
+    from tracks.language.vocabulary import CharVocabulary
 
     run_dir = pathlib.Path(args.run_dir)
     model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"

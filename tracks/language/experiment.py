@@ -36,11 +36,15 @@ class LanguageSpec:
 
 
 def grid(config):
+    """Every (variant, depth, warm-up) trained: each --warmup-steps length for the
+    --warmup-variants (all by default), the longest for the others."""
+    compared = config.variants if config.warmup_variants is None else config.warmup_variants
     return [
         LanguageSpec(variant, depth, warmup)
         for depth in sorted(config.depths)
         for warmup in config.warmup_steps
         for variant in config.variants
+        if variant in compared or warmup == max(config.warmup_steps)
     ]
 
 
@@ -138,7 +142,7 @@ def bits_per_char(loss):
 
 def train_one(config, spec, runtime, data, run, log):
     """Trains one grid point and returns its results.json entry (with its sample)."""
-    from tracks.language.data import make_lm_datasets, training_windows
+    from tracks.language.pipeline import make_lm_datasets, training_windows
 
     _, val_ds = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=config.seed)
 
@@ -157,7 +161,7 @@ def train_one(config, spec, runtime, data, run, log):
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, epoch_data, run=run, model_id=spec.id,
-        epochs=config.steps // config.eval_interval, validation_data=curve_ds,
+        epochs=config.steps // config.eval_interval, curve_data=curve_ds, curve_name="val",
         extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]

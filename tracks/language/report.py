@@ -18,6 +18,7 @@ from tracks.common.report import (
     deepest_with,
     format_value,
     markdown_table,
+    run_ending,
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
@@ -118,7 +119,8 @@ def plot_trained_instruments(config, results, directory, banner=None):
     return figures
 
 
-def write_summary(run, config, results, figures, banner=None):
+def results_table(results):
+    """(headers, rows): one row per model, for summary.md and the end of the run in the terminal."""
     rows = []
     for entry in sorted(results["models"], key=lambda m: (m["depth"], m["variant"], m["warmup"])):
         status = f"diverged by step {entry['diverged_step']}" if entry.get("diverged") else "ok"
@@ -128,9 +130,23 @@ def write_summary(run, config, results, figures, banner=None):
             format_value(entry.get("val_bpc")), status, format_value(entry.get("seconds"), "seconds"),
             format_value(entry.get("tokens_per_second"), "int"),
         ])
-    table = markdown_table(
-        ["variant", "layers", "warmup", "parameters", "train loss", "val loss", "val bits/char",
-         "status", "time", "tokens/s"], rows)
+    headers = ["variant", "layers", "warmup", "parameters", "train loss", "val loss", "val bits/char",
+               "status", "time", "tokens/s"]
+    return headers, rows
+
+
+def terminal_ending(run, results):
+    """The lines a run ends with in the terminal: the results table, the best model, TensorBoard, the report."""
+    best = results.get("best_model")
+    extra = ["losses in nats per character; val loss on the whole validation split, at the end"]
+    if best:
+        extra.append(f"best model: {best['id']} (val loss {best['val_loss']:.3f}); sample from it with "
+                     f"python -m tracks.language sample {run.path} --prompt \"ROMEO:\"")
+    return run_ending(run, *results_table(results), extra_lines=extra)
+
+
+def write_summary(run, config, results, figures, banner=None):
+    table = markdown_table(*results_table(results))
     best = results.get("best_model")
     lines = [
         f"# Language run: plain vs residual, Pre-LN vs Post-LN ({config.preset} preset)\n",

@@ -77,20 +77,24 @@ def check_batch_size(config, data):
 
 
 def evaluation_datasets(config, data):
-    """(curve, test): the per-epoch evaluation set for the curves, and the test set.
+    """(curve_name, curve, test): the per-epoch evaluation set for the curves, its name, the test set.
 
-    The curves use the val set if one is held out, else the test set; with
-    `curve_eval_size`, a fixed random subset of it (test sets are often
-    stored class by class, so the first images would all be one class).
+    The curves use the val set if one is held out ("val"), else the test set
+    ("test"); with `curve_eval_size`, a fixed random subset of it
+    ("test_subset": test sets are often stored class by class, so the first
+    images would all be one class).
     """
     from tracks.vision.data import evaluation_batches
 
     test = evaluation_batches(data, data.x_test, data.y_test, config.batch_size)
-    images, labels = (data.x_val, data.y_val) if data.x_val is not None else (data.x_test, data.y_test)
-    if config.curve_eval_size:
+    held_out = data.x_val is not None
+    images, labels = (data.x_val, data.y_val) if held_out else (data.x_test, data.y_test)
+    name = "val" if held_out else "test"
+    if config.curve_eval_size and config.curve_eval_size < len(labels):
         chosen = experiment.sample_indices(len(labels), config.curve_eval_size, config.seed)
         images, labels = images[chosen], labels[chosen]
-    return evaluation_batches(data, images, labels, config.batch_size), test
+        name = "val" if held_out else "test_subset"
+    return name, evaluation_batches(data, images, labels, config.batch_size), test
 
 
 def initial_instruments(config, data, out_dir):
@@ -128,7 +132,7 @@ def train(config, run, data):
              f"{data.name}, {num_train} training images, {len(data.y_test)} test images")
     # Every model trains on the same epochs: epoch e's batches depend on (seed, e) only.
     epoch_data = training_epochs(data, config.batch_size, augment=config.augment, seed=config.seed)
-    curve, test = evaluation_datasets(config, data)
+    curve_name, curve, test = evaluation_datasets(config, data)
     run.update_results(
         track=TRACK, preset=config.preset, dataset=data.name, banner=data.banner,
         train_images=num_train, **runtime.describe(),
@@ -137,11 +141,12 @@ def train(config, run, data):
         run.update_results(initialisation=initial_instruments(config, data, run.path))
     results = run_grid(
         run, specs,
-        lambda spec: experiment.train_one(config, spec, runtime, data, (epoch_data, curve, test), run, log),
+        lambda spec: experiment.train_one(config, spec, runtime, data,
+                                          (epoch_data, curve_name, curve, test), run, log),
         log=log, cost=lambda spec: spec.depth, seed=config.seed,
     )
     write_report(run, config, results, data)
-    log(f"done: {run.path / 'summary.md'}")
+    log(report.terminal_ending(run, results))
 
 
 def write_report(run, config, results, data):

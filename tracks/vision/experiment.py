@@ -61,7 +61,9 @@ def build_model(config, spec, num_classes):
 def learning_rate_schedule(config, spec, total_steps):
     """Cosine decay to 0, or the paper's /10 steps at 50% and 75% of training.
 
-    Warm-up (He et al. for ResNet-110): `warmup_steps` steps at lr/10 first.
+    Warm-up (He et al. for ResNet-110): `warmup_steps` steps first, held at
+    lr/10 (step schedule, as the paper) or rising linearly from lr/10 to lr
+    (cosine schedule).
     """
     lr = config.learning_rate
     warmup = config.warmup_steps if spec.depth >= config.warmup_from_depth else 0
@@ -132,7 +134,7 @@ def ensemble_study(model, data, num_images, seed=0):
 
 def train_one(config, spec, runtime, data, datasets, run, log):
     """Trains one grid point and returns its results.json entry."""
-    epoch_data, curve_ds, test_ds = datasets
+    epoch_data, curve_name, curve_ds, test_ds = datasets
     num_train = len(data.y_train)
     steps_per_epoch = num_train // config.batch_size
     with runtime.strategy.scope():
@@ -146,7 +148,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
-        validation_data=curve_ds, extra_callbacks=[dynamics], log=log,
+        curve_data=curve_ds, curve_name=curve_name, extra_callbacks=[dynamics], log=log,
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]

@@ -64,7 +64,8 @@ class VisionConfig(RuntimeOptions):
                   "choices": SCHEDULES},
     )
     warmup_steps: int = dataclasses.field(
-        default=0, metadata={"help": "steps at learning_rate/10 before the schedule (paper: 400 for ResNet-110)"}
+        default=0, metadata={"help": "warm-up steps before the schedule: at learning_rate/10 (step), rising linearly from "
+                  "learning_rate/10 (cosine) (paper: 400 for ResNet-110)"}
     )
     warmup_from_depth: int = dataclasses.field(
         default=0, metadata={"help": "apply --warmup-steps only to depths >= this (paper: 110; 0 = all)"}

@@ -2,7 +2,8 @@
 
 - training_curves.png: error (%) against epochs, one panel per variant
   (plain left, residual right, as the paper's figure 6); bold lines are
-  training error, thin lines test (or validation) error; colour = depth.
+  training error, dashed lines the per-epoch evaluation (validation split,
+  test set, or a test subset: the CSV column names which); colour = depth.
 - gradient_flow.png, activation_growth.png, jacobian.png: the instruments
   at initialisation (tracks/common/instruments.py).
 - lesion.png: test accuracy of each trained network at the deepest depth
@@ -18,6 +19,7 @@ from tracks.common.report import (
     deepest_with,
     format_value,
     markdown_table,
+    run_ending,
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
@@ -25,10 +27,22 @@ from tracks.common.training import read_metrics_rows
 from tracks.vision.findings import vision_findings
 
 
+# The per-epoch evaluation's column prefix (tracks/common/training.py) as a reader says it.
+CURVE_LABELS = {"val": "validation", "test": "test", "test_subset": "test subset"}
+
+
+def curve_column(rows):
+    """The per-epoch evaluation's accuracy column ("test_subset_accuracy", ...), or None."""
+    for row in rows:
+        for key in row:
+            if key.endswith("_accuracy") and key.removesuffix("_accuracy") in CURVE_LABELS:
+                return key
+    return None
+
+
 def plot_training_curves(run, config, results, path, banner=None):
     """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
-    curve_name = "val" if config.validation_size else "test"
-    panels = []
+    panels, curve_names = [], set()
     for variant in config.variants:
         group = []
         for depth in sorted(config.depths):
@@ -37,18 +51,20 @@ def plot_training_curves(run, config, results, path, banner=None):
             if not rows:
                 continue
             entry = next((m for m in results["models"] if m["id"] == model_id), {})
-            dashed = [100 * (1 - row.get("val_accuracy", float("nan"))) for row in rows]
+            column = curve_column(rows)
+            if column:
+                curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
             group.append({
                 "label": model_id,
                 "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
                 "x": [row["epoch"] + 1 for row in rows],
                 "y": [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
-                "dashed": dashed if any("val_accuracy" in row for row in rows) else None,
+                "dashed": [100 * (1 - row.get(column, float("nan"))) for row in rows] if column else None,
             })
         panels.append((f"{variant} networks", group))
     return plots.curves(
-        panels, xlabel="epoch", ylabel="error (%)", note=f"bold: train, dashed: {curve_name}", bottom=0,
-        path=path, banner=banner,
+        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner,
+        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
         title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
     )
 
@@ -116,8 +132,8 @@ def lesion_lines(results):
     return lines
 
 
-def write_summary(run, config, results, figures, banner=None):
-    """summary.md: the results table and the figures, readable on its own."""
+def results_table(results):
+    """(headers, rows): one row per model, for summary.md and the end of the run in the terminal."""
     rows = []
     for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
         status = (f"diverged at epoch {entry['diverged_epoch'] + 1}" if entry.get("diverged") else "ok")
@@ -129,11 +145,21 @@ def write_summary(run, config, results, figures, banner=None):
             status, format_value(entry.get("seconds"), "seconds"),
             format_value(entry.get("images_per_second"), "int"),
         ])
-    table = markdown_table(
-        ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
-         "time", "images/s"],
-        rows,
-    )
+    headers = ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
+               "time", "images/s"]
+    return headers, rows
+
+
+def terminal_ending(run, results):
+    """The lines a run ends with in the terminal: the results table, TensorBoard, the report."""
+    return run_ending(run, *results_table(results), extra_lines=[
+        "train error: the last epoch's running error on augmented batches; test error: the whole "
+        "test set, once at the end"])
+
+
+def write_summary(run, config, results, figures, banner=None):
+    """summary.md: the results table and the figures, readable on its own."""
+    table = markdown_table(*results_table(results))
     lines = [
         f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
         banner_markdown(banner),
@@ -151,7 +177,9 @@ def write_summary(run, config, results, figures, banner=None):
         "(thresholds in `tracks/vision/findings.py`).\n",
         "\n".join(finding_lines(vision_findings(results, config.variants))) + "\n",
         "## How to read the figures\n",
-        "- **Training curves**: bold = training error, dashed = test error, colour = depth. He et "
+        "- **Training curves**: bold = training error, dashed = the per-epoch evaluation (the legend "
+        "and the CSV columns say which: `val_*` a validation split, `test_subset_*` a fixed random "
+        "subset of the test set, `test_*` all of it), colour = depth. He et "
         "al.'s Figure 6 found the deeper *plain* net with the *higher* training error (the "
         "degradation problem: not overfitting, it fits its own training data worse) and the deeper "
         "*residual* net with the lower one. The findings above say what this run found.\n",
