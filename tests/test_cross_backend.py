@@ -6,6 +6,8 @@ PyTorch; .ci/run runs this file under JAX and PyTorch).
 """
 
 import importlib.util
+import inspect
+import json
 import os
 import pathlib
 import subprocess
@@ -64,32 +66,30 @@ def test_files_saved_here_load_on_the_other_backends(tmp_path, other):
         model.save(tmp_path / f"{name}.keras")
         y = keras.ops.convert_to_numpy(model(x, training=False))
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+    assert f"loaded on {other}" in _run_on(other, LOAD, tmp_path)
+
+
+def _run_on(backend, script, folder):
+    """The stdout of `script` run with `folder` as its argument in a new process on `backend`."""
     root = pathlib.Path(__file__).resolve().parents[1]
-    env = {**os.environ, "KERAS_BACKEND": other,
+    env = {**os.environ, "KERAS_BACKEND": backend,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", LOAD, str(tmp_path)], env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script, str(folder)], env=env, capture_output=True,
+                            text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"loaded on {other}" in result.stdout
+    return result.stdout
 
 
-MEASURE = textwrap.dedent(
+# Run in the other backend's process after `_measure`'s own source (inspect.getsource).
+MEASURE_HEADER = "import json\nimport sys\n\nimport keras\nimport numpy as np\n\nimport residual_keras  # registers the layers\n\n"
+MEASURE_LOOP = textwrap.dedent(
     """
-    import json
-    import sys
-
-    import numpy as np
-
-    import keras
-    from residual_keras import diagnostics
-
     folder = sys.argv[1]
     measured = {}
     for name in ("resnet", "lm"):
         model = keras.saving.load_model(f"{folder}/{name}.keras")
         with np.load(f"{folder}/{name}.npz") as saved:
-            x, y = saved["x"], saved["y"]
-        measured[name] = measure(model, x, y)
+            measured[name] = _measure(model, saved["x"], saved["y"])
     print(json.dumps(measured))
     """
 )
@@ -120,8 +120,6 @@ def test_the_differentiating_instruments_agree_across_backends(tmp_path, other):
         pytest.skip(f"{other} is not installed (pip install -e '.[backends]')")
     if keras.backend.backend() == "torch":
         pytest.skip("compared from the JAX and TensorFlow sessions (.ci/run's JAX job covers all three)")
-    import inspect
-
     rng = np.random.default_rng(1)
     models = {
         "resnet": (cifar_resnet(8, width=4, input_shape=(8, 8, 3), block="preact", name="resnet"),
@@ -134,14 +132,8 @@ def test_the_differentiating_instruments_agree_across_backends(tmp_path, other):
         model.save(tmp_path / f"{name}.keras")
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
         here[name] = _measure(model, x, y)
-    script = inspect.getsource(_measure) + MEASURE.replace("measure(model", "_measure(model")
-    root = pathlib.Path(__file__).resolve().parents[1]
-    env = {**os.environ, "KERAS_BACKEND": other,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", "import numpy as np\n" + script, str(tmp_path)],
-                            env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    there = __import__("json").loads(result.stdout.strip().splitlines()[-1])
+    stdout = _run_on(other, MEASURE_HEADER + inspect.getsource(_measure) + MEASURE_LOOP, tmp_path)
+    there = json.loads(stdout.strip().splitlines()[-1])
     for name in models:
         for key, value in here[name].items():
             np.testing.assert_allclose(there[name][key], value, rtol=2e-3, atol=1e-6,

@@ -27,8 +27,8 @@ def _per_example_norm(x, dtype="float32"):
     x = ops.reshape(ops.cast(x, dtype), (ops.shape(x)[0], -1))
     scale = ops.max(ops.abs(x), axis=1, keepdims=True)
     safe = ops.where(scale > 0, scale, ops.ones_like(scale))
-    return ops.sqrt(ops.sum(ops.square(x / safe), axis=1)) * ops.squeeze(safe, axis=1) * ops.cast(
-        ops.squeeze(scale, axis=1) > 0, dtype)
+    # An all-zero example has scale 0: its norm comes out as sqrt(0) * 0 = 0.
+    return ops.sqrt(ops.sum(ops.square(x / safe), axis=1)) * ops.squeeze(scale, axis=1)
 
 
 def _per_example_rms(x):
