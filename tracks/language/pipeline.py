@@ -11,6 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
+
+
 class ValidationPlan(NamedTuple):
     """How the validation tokens are cut into non-overlapping windows."""
 
@@ -106,10 +109,8 @@ def make_lm_datasets(
     scored = plan.predicted_tokens
     val_x = data.val_tokens[:scored].reshape(plan.windows, sequence_length)
     val_y = data.val_tokens[1 : scored + 1].reshape(plan.windows, sequence_length)
-    val = (
-        tf.data.Dataset.from_tensor_slices((val_x, val_y))
-        .batch(plan.batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
+    val = without_autotune(
+        tf.data.Dataset.from_tensor_slices((val_x, val_y)).batch(plan.batch_size, drop_remainder=True)
     )
     if log is not None:
         log(
@@ -157,8 +158,6 @@ def training_windows(data, sequence_length, batch_size, *, seed=0, first_step=0,
     steps_dataset = tf.data.Dataset.counter(start=first_step)
     if steps is not None:
         steps_dataset = steps_dataset.take(_positive_int("steps", steps))
-    return (
-        steps_dataset
-        .map(random_windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(tf.data.AUTOTUNE)
+    return without_autotune(
+        steps_dataset.map(random_windows, num_parallel_calls=PARALLEL_CALLS, deterministic=True)
     )

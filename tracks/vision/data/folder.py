@@ -15,6 +15,8 @@ import tempfile
 
 import numpy as np
 
+from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
+
 # Files in a folder source that are read as images (as torchvision's ImageFolder).
 IMAGE_EXTENSIONS = (
     ".bmp", ".gif", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp",
@@ -174,9 +176,9 @@ def _decode_with_tf(paths, size):
         image = tf.cond(same_size, lambda: image, shorter_side_to_size_then_centre_crop)
         return tf.ensure_shape(image, (size, size, 3))
 
-    dataset = (
+    dataset = without_autotune(
         tf.data.Dataset.from_tensor_slices(list(paths))
-        .map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .map(decode, num_parallel_calls=PARALLEL_CALLS, deterministic=True)
         .batch(4096)
     )
     return np.concatenate([batch.numpy() for batch in dataset]).astype(np.uint8)

@@ -23,11 +23,13 @@ for the augmentation, also pad their preprocessed images with zeros).
 `training_epochs` makes one tf.data pipeline per epoch: the whole training
 set stays in memory, each epoch's order is drawn from (seed, epoch) alone,
 and each batch is gathered, normalised, padded, cropped and flipped with
-batched ops, outside the (XLA-compiled) training step.
+batched ops, outside the (XLA-compiled) training step. Parallelism is fixed
+and tf.data's autotuning off (tracks/common/input_pipeline.py says why).
 """
 
 import numpy as np
 
+from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
 from tracks.vision.data.sources import _check_int
 
 def make_datasets(
@@ -109,10 +111,9 @@ def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):
         order = tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64), order_seed)
         indices = tf.data.Dataset.from_tensor_slices(order).batch(batch_size, drop_remainder=True)
         batch_seeds = tf.data.Dataset.range(steps).map(lambda step: fold_in(augment_seed, step))
-        return (
+        return without_autotune(
             tf.data.Dataset.zip((indices, batch_seeds))
-            .map(train_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-            .prefetch(tf.data.AUTOTUNE)
+            .map(train_batch, num_parallel_calls=PARALLEL_CALLS, deterministic=True)
         )
 
     return epoch_batches
@@ -125,12 +126,11 @@ def evaluation_batches(data, images, labels, batch_size, drop_remainder=False):
     with tf.device("/cpu:0"):
         mean = tf.constant(data.mean, tf.float32)
         inverse_std = tf.constant(1.0 if data.std is None else 1.0 / data.std, tf.float32)
-    return (
+    return without_autotune(
         tf.data.Dataset.from_tensor_slices((images, np.asarray(labels, np.int32)))
         .batch(batch_size, drop_remainder=drop_remainder)
         .map(lambda x, y: ((tf.cast(x, tf.float32) - mean) * inverse_std, y),
-             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(tf.data.AUTOTUNE)
+             num_parallel_calls=PARALLEL_CALLS, deterministic=True)
     )
 
 
