@@ -11,10 +11,16 @@ pipelines with augmentation), so the numbers are what a track run gets.
 Warm-up steps (including compilation) are timed separately and left out.
 
 With `--peers`, the PyTorch eager scripts in ../shared/bench (or
---peer-dir) run in subprocesses between our timed segments: ours, peer,
-ours, peer, ... so both see the same machine state; the ratio reported is
-the median over the pairs. The peers use a fixed in-memory batch and no
-input pipeline; ours includes the tf.data pipeline.
+--peer-dir) and the same models under `torch.compile`
+(benchmarks/torch_compiled_peer.py) run in subprocesses between our timed
+segments: ours, eager, compiled, ours, eager, compiled, ... so all see the
+same machine state; each ratio reported is the median over the rounds. The
+peers use a fixed in-memory batch and no input pipeline; ours includes the
+tf.data pipeline.
+
+Each model's work per image / token is counted from its architecture
+(benchmarks/flops.py), and set against this machine's fp32 peak, measured
+with a numpy matrix product before and after the models.
 """
 
 import argparse
@@ -31,12 +37,30 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.flops import (  # noqa: E402  (after the path is set)
+    TRAINING_OVER_FORWARD,
+    char_gpt_forward_flops,
+    cifar_resnet_forward_flops,
+    fp32_matmul_peak,
+)
+
 MODELS = {
-    # name: (track, description, peer script or None)
-    "resnet20": ("vision", "ResNet-20, option-B shortcuts (as the peer), batch 128", "torch_resnet20.py"),
-    "resnet56": ("vision", "ResNet-56, option-A shortcuts, batch 128", None),
-    "chargpt": ("language", "baby char GPT: 4 layers x 128, block 64, batch 12", "torch_chargpt.py"),
+    # name: (track, description, peer script or None, training FLOPs per image / token)
+    "resnet20": ("vision", "ResNet-20, option-B shortcuts (as the peer), batch 128", "torch_resnet20.py",
+                 TRAINING_OVER_FORWARD * cifar_resnet_forward_flops(20, projection_shortcuts=True)),
+    "resnet56": ("vision", "ResNet-56, option-A shortcuts, batch 128", None,
+                 TRAINING_OVER_FORWARD * cifar_resnet_forward_flops(56, projection_shortcuts=False)),
+    "chargpt": ("language", "baby char GPT: 4 layers x 128, block 64, batch 12", "torch_chargpt.py",
+                TRAINING_OVER_FORWARD * char_gpt_forward_flops(4, 128, 64, 65)),
+    # the `fast` language preset's model (nanoGPT's Shakespeare-char GPU model): for GPUs
+    "chargpt-6x384": ("language", "char GPT: 6 layers x 384, 6 heads, block 256, batch 64", None,
+                      TRAINING_OVER_FORWARD * char_gpt_forward_flops(6, 384, 256, 65)),
 }
+LANGUAGE_SHAPES = {  # name: (layers, width, heads, block, batch)
+    "chargpt": (4, 128, 4, 64, 12),
+    "chargpt-6x384": (6, 384, 6, 256, 64),
+}
+COMPILED_PEER = pathlib.Path(__file__).with_name("torch_compiled_peer.py")
 
 
 def parse_args(argv=None):
@@ -90,16 +114,19 @@ def _language_setup(name, args):
     import dataclasses
 
     from tracks.language import experiment
-    from tracks.language.data import load_text_data, make_lm_datasets
+    from tracks.language.data import load_text_data
+    from tracks.language.pipeline import make_lm_datasets
     from tracks.language.presets import PRESETS
 
-    config = dataclasses.replace(PRESETS["quick"], depths=(4,), variants=("pre",), warmup_steps=(0,),
+    layers, width, heads, block, batch = LANGUAGE_SHAPES[name]
+    config = dataclasses.replace(PRESETS["quick"], depths=(layers,), variants=("pre",), warmup_steps=(0,),
+                                 embed_dim=width, num_heads=heads, sequence_length=block, batch_size=batch,
                                  xla=args.xla, precision=args.precision, **_spe(args))
     shakespeare = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
     source = f"text:{shakespeare}" if shakespeare.exists() else "pydoc"  # vocabulary 65, else 103
     data = load_text_data(source, log=lambda message: None, sequence_length=config.sequence_length)
     train_ds, _ = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=0)
-    spec = experiment.LanguageSpec("pre", 4, 0)
+    spec = experiment.LanguageSpec("pre", layers, 0)
 
     def build(runtime):
         model = experiment.build_model(config, spec, data.vocab.size)
@@ -113,21 +140,27 @@ def _spe(args):
     return {} if args.steps_per_execution is None else {"steps_per_execution": args.steps_per_execution}
 
 
-def run_peer(script, args, name):
-    command = [sys.executable, str(pathlib.Path(args.peer_dir) / script), "--threads", str(args.threads)]
+def run_peer(script, args, name, compiled=False):
+    """(rate, compile seconds or None) of one peer run in a subprocess."""
+    if compiled:
+        command = [sys.executable, str(COMPILED_PEER), name, "--peer-dir", args.peer_dir]
+    else:
+        command = [sys.executable, str(pathlib.Path(args.peer_dir) / script)]
+    command += ["--threads", str(args.threads)]
     command += ["--steps", "20"] if name == "resnet20" else ["--steps", "150"]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if finished.returncode != 0:
-        raise RuntimeError(f"peer {script} failed: {finished.stderr[-500:]}")
+        raise RuntimeError(f"peer {command[1]} failed: {finished.stderr[-500:]}")
     result = json.loads(finished.stdout.strip().splitlines()[-1])
-    return result["images_per_s"] if "images_per_s" in result else result["tokens_per_s"]
+    rate = result["images_per_s"] if "images_per_s" in result else result["tokens_per_s"]
+    return rate, result.get("compile_s")
 
 
 def measure(name, args, peers_available):
     from tracks.common.runtime import setup_runtime
     from tracks.common.xla import xla_step_ran
 
-    track, description, peer = MODELS[name]
+    track, description, peer, flops_per_unit = MODELS[name]
     setup = _vision_setup if track == "vision" else _language_setup
     config, build, train_ds, units_per_step, unit = setup(name, args)
     runtime = setup_runtime(config.precision, config.xla, "none", seed=0,
@@ -140,14 +173,17 @@ def measure(name, args, peers_available):
     start = time.perf_counter()
     model.fit(train_ds, epochs=1, steps_per_epoch=warmup, verbose=0)
     compile_seconds = time.perf_counter() - start
-    ours, theirs = [], []
+    ours, eager, compiled, compile_seconds_peer = [], [], [], []
     with_peer = args.peers and peer and peers_available
     for _ in range(args.pairs if with_peer else min(args.pairs, 2)):  # no ratio: 2 segments do
         start = time.perf_counter()
         model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0)
         ours.append(steps * units_per_step / (time.perf_counter() - start))
         if with_peer:
-            theirs.append(run_peer(peer, args, name))
+            eager.append(run_peer(peer, args, name)[0])
+            rate, seconds = run_peer(peer, args, name, compiled=True)
+            compiled.append(rate)
+            compile_seconds_peer.append(seconds)
     rate = statistics.median(ours)
     result = {
         "model": name,
@@ -161,12 +197,17 @@ def measure(name, args, peers_available):
         "steps_per_execution": spe,
         "device": runtime.device,
         "segments": [round(r, 1) for r in ours],
+        f"training_flops_per_{unit[:-1]}": flops_per_unit,
+        "gflops": round(rate * flops_per_unit / 1e9, 1),
     }
-    if theirs:
-        ratios = [o / t for o, t in zip(ours, theirs)]
-        result["peer_" + f"{unit}_per_s"] = [round(t, 1) for t in theirs]
-        result["ratio_vs_torch_eager"] = round(statistics.median(ratios), 3)
-        result["ratios"] = [round(r, 3) for r in ratios]
+    for peer_name, rates in (("torch_eager", eager), ("torch_compile", compiled)):
+        if rates:
+            ratios = [o / t for o, t in zip(ours, rates)]
+            result[f"{peer_name}_{unit}_per_s"] = [round(t, 1) for t in rates]
+            result[f"ratio_vs_{peer_name}"] = round(statistics.median(ratios), 3)
+            result[f"ratios_vs_{peer_name}"] = [round(r, 3) for r in ratios]
+    if compile_seconds_peer:
+        result["torch_compile_compile_s"] = compile_seconds_peer
     return result
 
 
@@ -189,6 +230,9 @@ def main(argv=None):
         peers_available = _torch_importable()
         if not peers_available:
             print("--peers: torch is not importable (pip install torch==2.13.0); running ours only")
+    print("fp32 peak (numpy matrix product, 6 s) ...", flush=True)
+    peak_before = fp32_matmul_peak()
+    print(f"fp32 peak: {peak_before['best_gflops']} GFLOP/s (median {peak_before['median_gflops']})")
     results = []
     for name in args.models:
         # One process per model: separate peak memory, no shared compilation caches.
@@ -199,8 +243,12 @@ def main(argv=None):
             print(f"{name}: failed\n{finished.stderr[-2000:]}")
             return 1
         results.append(json.loads(lines[-1]))
+        results[-1]["fraction_of_peak"] = round(results[-1]["gflops"] / peak_before["best_gflops"], 3)
         print_table(results[-1:], header=not results[:-1])
-    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "peers": peers_available}
+    peak_after = fp32_matmul_peak()
+    print(f"fp32 peak after the models: {peak_after['best_gflops']} GFLOP/s (median {peak_after['median_gflops']})")
+    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "peers": peers_available,
+            "fp32_peak_before": peak_before, "fp32_peak_after": peak_after}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
@@ -226,16 +274,18 @@ def _forward(argv):
 
 def print_table(results, header=True):
     if header:
-        print(f"{'model':<10} {'throughput':>16} {'ms/step':>8} {'compile s':>9} {'peak MB':>8} "
-              f"{'XLA':>4} {'prec':>5} {'spe':>4} {'vs torch':>9}")
+        print(f"{'model':<10} {'throughput':>16} {'ms/step':>8} {'GFLOP/s':>8} {'of peak':>8} "
+              f"{'compile s':>9} {'peak MB':>8} {'XLA':>5} {'prec':>5} {'spe':>4} {'vs eager':>9} "
+              f"{'vs compile':>10}")
     for r in results:
         unit = "images" if "images_per_s" in r else "tokens"
         rate = r[f"{unit}_per_s"]
-        ratio = r.get("ratio_vs_torch_eager")
-        print(f"{r['model']:<10} {rate:>10.0f} {unit[:3]}/s {r['ms_per_step']:>8.1f} "
-              f"{r['compile_and_warmup_s']:>9.1f} {r['peak_memory_mb']:>8} {str(r['xla']):>4} "
-              f"{r['precision']:>5} {r['steps_per_execution']:>4} "
-              f"{'' if ratio is None else f'{ratio:.2f}x':>9}")
+        eager, compiled = r.get("ratio_vs_torch_eager"), r.get("ratio_vs_torch_compile")
+        print(f"{r['model']:<10} {rate:>10.0f} {unit[:3]}/s {r['ms_per_step']:>8.1f} {r['gflops']:>8.1f} "
+              f"{r.get('fraction_of_peak', 0):>8.0%} {r['compile_and_warmup_s']:>9.1f} "
+              f"{r['peak_memory_mb']:>8} {str(r['xla']):>5} {r['precision']:>5} "
+              f"{r['steps_per_execution']:>4} {'' if eager is None else f'{eager:.2f}x':>9} "
+              f"{'' if compiled is None else f'{compiled:.2f}x':>10}")
 
 
 if __name__ == "__main__":

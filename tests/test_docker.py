@@ -6,7 +6,11 @@
   track, PREFETCH_DATA wired to both tracks' `prefetch` (its RUN step is
   executed in /bin/sh, as Docker would, with a stand-in `python`);
 - .dockerignore keeps runs, environments, caches, models and data out of
-  the build context, and the package in (matched with Docker's rules);
+  the build context, and the package in.
+
+The Dockerfile is read by `dockerfile-parse` and .dockerignore applied by the
+Docker SDK's own `exclude_paths` (the `docker` package): both are in the test
+extra, so nothing here re-implements Docker's rules.
 - slow: the Dockerfile's COPY and pip steps replayed in a fresh virtual
   environment, then `import residual_keras` and the image's CMD; and the
   `gpu` extra resolved against the package index.
@@ -15,7 +19,6 @@
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,15 +27,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from docker.utils.build import exclude_paths
+from dockerfile_parse import DockerfileParser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
-
-
-# --------------------------------------------------------------------------
-# Reading a Dockerfile
-# --------------------------------------------------------------------------
 
 
 class Instruction(NamedTuple):
@@ -41,42 +41,21 @@ class Instruction(NamedTuple):
     arguments: str  # the rest, continuation lines joined as Docker joins them
 
 
-def parse_dockerfile(text):
-    """The instructions of a Dockerfile, in order.
-
-    As Docker reads it: a backslash at the end of a line continues the
-    instruction on the next line (the backslash and newline are removed,
-    nothing else); comment lines and blank lines are skipped, also inside
-    a continued instruction. Parser directives and heredocs are not used
-    here and not supported.
-    """
-    instructions = []
-    parts, start = [], None
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not parts:
-            start = number
-        line = line.rstrip()
-        if line.endswith("\\"):
-            parts.append(line[:-1])
-            continue
-        parts.append(line)
-        keyword, _, arguments = "".join(parts).strip().partition(" ")
-        instructions.append(Instruction(start, keyword.upper(), arguments.strip()))
-        parts = []
-    if parts:
-        raise ValueError(f"the instruction starting at line {start} ends with a line continuation")
-    return instructions
+def read_dockerfile():
+    """The Dockerfile's instructions in order (comments left out) and its ENV, read by dockerfile-parse."""
+    parsed = DockerfileParser(path=str(DOCKERFILE))
+    instructions = [
+        Instruction(item["startline"] + 1, item["instruction"].upper(), item["value"])
+        for item in parsed.structure if item["instruction"] != "COMMENT"
+    ]
+    return instructions, parsed.envs
 
 
-def parse_env(arguments):
-    """`ENV A=1 B="two words"` (or the old `ENV A value`) -> {"A": "1", "B": "two words"}."""
-    words = shlex.split(arguments)
-    if words and "=" not in words[0]:
-        return {words[0]: arguments.partition(" ")[2].strip()}
-    return dict(word.split("=", 1) for word in words)
+def build_context(root):
+    """The files `docker build root` sends, relative to root: the Docker SDK applies .dockerignore."""
+    lines = (root / ".dockerignore").read_text().splitlines() if (root / ".dockerignore").exists() else []
+    patterns = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    return exclude_paths(str(root), patterns)
 
 
 @pytest.fixture(autouse=True)
@@ -87,18 +66,11 @@ def _seeded_and_clean():
 
 @pytest.fixture(scope="module")
 def instructions():
-    return parse_dockerfile(DOCKERFILE.read_text())
+    return read_dockerfile()[0]
 
 
 def _all(instructions, keyword):
     return [instruction for instruction in instructions if instruction.keyword == keyword]
-
-
-def _environment(instructions):
-    env = {}
-    for instruction in _all(instructions, "ENV"):
-        env.update(parse_env(instruction.arguments))
-    return env
 
 
 def _pip_installs(instructions):
@@ -115,25 +87,6 @@ def _prefetch_step(instructions):
 def _user_uid(user):
     """"student" or "1000:1000" -> "student" or "1000": the user part of USER."""
     return user.split(":")[0]
-
-
-def test_parse_dockerfile_joins_continuations_and_skips_comments():
-    text = (
-        "# a comment\n"
-        "FROM python:3.11.14-slim\n"
-        "\n"
-        "RUN echo one \\\n"
-        "    # a comment inside\n"
-        "    && echo two\n"
-        'ENV A=1 \\\n    B="two words"\n'
-        'CMD ["python", "-m", "x"]\n'
-    )
-    parsed = parse_dockerfile(text)
-    assert [(i.line, i.keyword) for i in parsed] == [(2, "FROM"), (4, "RUN"), (7, "ENV"), (9, "CMD")]
-    assert parsed[1].arguments == "echo one     && echo two"
-    assert parse_env(parsed[2].arguments) == {"A": "1", "B": "two words"}
-    with pytest.raises(ValueError, match="line 1"):
-        parse_dockerfile("RUN echo \\\n")
 
 
 # --------------------------------------------------------------------------
@@ -236,7 +189,7 @@ def test_installs_the_project_with_its_gpu_extra(instructions):
 
 
 def test_tfds_data_dir_is_set_and_owned_by_the_user(instructions):
-    env = _environment(instructions)
+    env = read_dockerfile()[1]
     assert "TFDS_DATA_DIR" in env
     data_dir = env["TFDS_DATA_DIR"]
     assert data_dir.startswith("/") and " " not in data_dir, data_dir
@@ -324,84 +277,34 @@ def test_prefetch_data_rejects_other_values(instructions, tmp_path):
 # --------------------------------------------------------------------------
 
 
-def _pattern_regex(pattern):
-    """A .dockerignore pattern as a regex (Go's filepath.Match plus `**`)."""
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
-            end = pattern.index("]", i + 1)
-            body = pattern[i + 1 : end]
-            body = "^" + body[1:] if body[:1] in ("!", "^") else body
-            out, i = out + "[" + body.replace("\\", "\\\\") + "]", end + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(out)
+EXCLUDED = [
+    ".git/HEAD", "runs/vision-20261130-101500/results.json", ".venv/bin/python",
+    "venv/bin/python", ".ci-venv/bin/python", "residual_keras/__pycache__/models.cpython-311.pyc",
+    "tests/__pycache__/conftest.cpython-311-pytest-9.2.0.pyc", ".pytest_cache/README.md",
+    "residual_keras.egg-info/PKG-INFO", "build/lib/residual_keras/__init__.py",
+    "best_model.keras", "runs/language-1/best_model.keras", "some/where/model.keras",
+    "data/cifar10/train.tfrecord", "tensorflow_datasets/cifar10/3.0.2/dataset_info.json",
+]
 
 
-def dockerignore_rules(text):
-    """[(negated, regex)] from a .dockerignore, in file order."""
-    rules = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        pattern = os.path.normpath(line[1:].strip() if negated else line).lstrip("/")
-        rules.append((negated, _pattern_regex(pattern)))
-    return rules
-
-
-def is_ignored(path, rules):
-    """Docker's rule: the last pattern matching the path, or one of its parent directories, decides."""
-    parts = path.split("/")
-    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    ignored = False
-    for negated, regex in rules:
-        if any(regex.fullmatch(candidate) for candidate in candidates):
-            ignored = not negated
-    return ignored
-
-
-def test_dockerignore_matcher_follows_dockers_rules():
-    rules = dockerignore_rules("runs\n**/*.keras\n*.log\n!keep.log\n**/__pycache__\n")
-    assert is_ignored("runs/vision-1/model.keras", rules)
-    assert not is_ignored("tracks/runs/x", rules)  # "runs": at the top only
-    assert is_ignored("a/b/best.keras", rules) and is_ignored("best.keras", rules)
-    assert is_ignored("x.log", rules) and not is_ignored("keep.log", rules)
-    assert not is_ignored("sub/x.log", rules)  # "*" does not cross "/"
-    assert is_ignored("__pycache__/m.pyc", rules) and is_ignored("a/__pycache__/m.pyc", rules)
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        ".git/HEAD", "runs/vision-20261130-101500/results.json", ".venv/bin/python",
-        "venv/bin/python", ".ci-venv/bin/python", "residual_keras/__pycache__/models.cpython-311.pyc",
-        "tests/__pycache__/conftest.cpython-311-pytest-9.2.0.pyc", ".pytest_cache/README.md",
-        "residual_keras.egg-info/PKG-INFO", "build/lib/residual_keras/__init__.py",
-        "best_model.keras", "runs/language-1/best_model.keras", "some/where/model.keras",
-        "data/cifar10/train.tfrecord", "tensorflow_datasets/cifar10/3.0.2/dataset_info.json",
-    ],
-)
-def test_dockerignore_excludes(path):
-    assert is_ignored(path, dockerignore_rules(DOCKERIGNORE.read_text())), path
+def test_dockerignore_excludes_runs_environments_caches_models_and_data(tmp_path):
+    kept = ["pyproject.toml", "residual_keras/models.py", "tracks/runs/notes.txt", "sub/x.log"]
+    for path in EXCLUDED + kept:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    shutil.copy(DOCKERIGNORE, tmp_path / ".dockerignore")
+    context = build_context(tmp_path)
+    assert not context & set(EXCLUDED), sorted(context & set(EXCLUDED))
+    assert set(kept) <= context, sorted(set(kept) - context)  # "runs" is ignored at the top only
 
 
 def test_dockerignore_keeps_everything_pip_installs():
-    rules = dockerignore_rules(DOCKERIGNORE.read_text())
+    context = build_context(ROOT)
     needed = ["pyproject.toml", "README.md", "Dockerfile"]
     needed += [p.relative_to(ROOT).as_posix() for p in ROOT.glob("residual_keras/**/*.py")]
     needed += [p.relative_to(ROOT).as_posix() for p in ROOT.glob("tracks/**/*.py")]
     assert "tracks/vision/__main__.py" in needed and "residual_keras/__init__.py" in needed
-    kept_out = [path for path in needed if is_ignored(path, rules)]
+    kept_out = [path for path in needed if path not in context]
     assert not kept_out, kept_out
 
 
@@ -418,21 +321,21 @@ def test_dockerignore_keeps_everything_pip_installs():
 REPLAY_EXTRA = os.environ.get("RESIDUAL_KERAS_DOCKER_EXTRA", "test")
 
 
-def _subprocess_env(instructions, venv):
+def _subprocess_env(venv):
     """The image's ENV, this machine's pip settings, the venv first on PATH, no PYTHONPATH."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(_environment(instructions))
+    env.update(read_dockerfile()[1])
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     return env
 
 
-def _copy_context(source, destination, rules):
-    """COPY SOURCE DESTINATION: the build context's files under SOURCE, less .dockerignore."""
+def _copy_context(source, destination, context):
+    """COPY SOURCE DESTINATION: the build context's files under SOURCE."""
     origin = ROOT / source
     files = sorted(path for path in origin.rglob("*") if path.is_file()) if origin.is_dir() else [origin]
     for path in files:
-        if is_ignored(path.relative_to(ROOT).as_posix(), rules):
+        if path.relative_to(ROOT).as_posix() not in context:
             continue
         target = destination / (path.relative_to(origin) if origin.is_dir() else path.name)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -451,8 +354,8 @@ def test_install_steps_replayed_in_a_fresh_venv(instructions, tmp_path):
     """FROM's Python is this one; WORKDIR, COPY and the pip RUN steps replayed under tmp_path."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    env = _subprocess_env(instructions, venv)
-    rules = dockerignore_rules(DOCKERIGNORE.read_text())
+    env = _subprocess_env(venv)
+    context = build_context(ROOT)
     rootfs = tmp_path / "rootfs"
     elsewhere = tmp_path / "home"  # not the source tree: imports must come from the venv
     elsewhere.mkdir()
@@ -470,7 +373,7 @@ def test_install_steps_replayed_in_a_fresh_venv(instructions, tmp_path):
             *sources, destination = instruction.arguments.split()
             assert not any(s.startswith("--") for s in sources), "COPY flags are not replayed"
             for source in sources:
-                _copy_context(source, workdir / destination, rules)
+                _copy_context(source, workdir / destination, context)
         elif instruction in installs:  # other RUN steps (useradd, chown) need root: skipped
             command = instruction.arguments.replace(".[gpu]", f".[{REPLAY_EXTRA}]")
             result = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env,

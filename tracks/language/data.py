@@ -307,3 +307,19 @@ def fingerprint(data):
         "vocab_size": data.vocab.size,
         "sha256": digest.hexdigest(),
     }
+
+
+# Moved to tracks/language/pipeline.py; the old import path still works, with a DeprecationWarning.
+_MOVED_TO_PIPELINE = ("make_lm_datasets", "training_windows", "validation_plan", "ValidationPlan")
+
+
+def __getattr__(name):
+    if name in _MOVED_TO_PIPELINE:
+        import warnings
+
+        from tracks.language import pipeline
+
+        warnings.warn(f"tracks.language.data.{name} moved to tracks.language.pipeline.{name}; "
+                      "the old path will be removed", DeprecationWarning, stacklevel=2)
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

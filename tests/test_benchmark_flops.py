@@ -1,0 +1,40 @@
+"""The FLOP counts behind benchmarks/throughput.py's fraction-of-peak column."""
+
+import numpy as np
+
+import residual_keras as rk
+from benchmarks.flops import char_gpt_forward_flops, cifar_resnet_forward_flops, fp32_matmul_peak
+
+
+def test_resnet20_option_a_is_the_published_40_55_million_multiply_adds():
+    # The count pruning papers quote for He et al.'s CIFAR ResNet-20 (option A shortcuts).
+    assert cifar_resnet_forward_flops(20, projection_shortcuts=False) == 2 * 40_551_040
+
+
+def test_projection_shortcuts_add_two_1x1_convolutions():
+    extra = cifar_resnet_forward_flops(20) - cifar_resnet_forward_flops(20, projection_shortcuts=False)
+    assert extra == 2 * (16**2 * 16 * 32 + 8**2 * 32 * 64)
+
+
+def test_six_more_layers_add_one_block_of_two_3x3_convolutions_per_stage():
+    per_block = sum(2 * 9 * (32 // 2**s) ** 2 * (16 * 2**s) ** 2 for s in range(3))
+    assert cifar_resnet_forward_flops(26) - cifar_resnet_forward_flops(20) == 2 * per_block
+
+
+def test_gpt_count_is_twice_the_model_matmul_weights_plus_attention():
+    layers, width, length, vocabulary = 4, 128, 64, 65
+    model = rk.transformer_lm(vocabulary, length, layers, embed_dim=width)
+    # Every weight matrix that multiplies a token's activations, counted from the model itself
+    # (embedding tables are looked up, not multiplied; vectors are biases and norms).
+    matmul_weights = sum(
+        int(np.prod(w.shape)) for w in model.trainable_weights
+        if len(w.shape) >= 2 and "embedding" not in w.path
+    )
+    attention = 2 * layers * length * width  # scores q.k and the weighted sum of values
+    assert char_gpt_forward_flops(layers, width, length, vocabulary) == 2 * (matmul_weights + attention)
+
+
+def test_matmul_peak_reports_positive_rates_per_slot():
+    peak = fp32_matmul_peak(seconds=0.3, size=128, slot=0.1)
+    assert len(peak["slots"]) >= 2 and min(peak["slots"]) > 0
+    assert peak["best_gflops"] == max(peak["slots"]) >= peak["median_gflops"]
