@@ -7,12 +7,14 @@ this sum is what the identity paths carry all the way to the output.
 """
 
 import warnings
+from typing import Optional
 
 import keras
 from keras import layers, ops
 
 from residual_keras._checks import check_positive_int
 from residual_keras._initializers import clone_initializer
+from residual_keras._types import InitializerLike
 
 
 def _alias(name, value, other_name, other_value):
@@ -67,15 +69,15 @@ class TokenAndPositionEmbedding(layers.Layer):
     def __init__(
         self,
         *args,
-        vocab_size=None,
-        sequence_length=None,
-        embed_dim=None,
-        embeddings_initializer="uniform",
-        mask_zero=False,
-        vocabulary_size=None,
-        embedding_dim=None,
+        vocab_size: Optional[int] = None,
+        sequence_length: Optional[int] = None,
+        embed_dim: Optional[int] = None,
+        embeddings_initializer: InitializerLike = "uniform",
+        mask_zero: bool = False,
+        vocabulary_size: Optional[int] = None,
+        embedding_dim: Optional[int] = None,
         **kwargs,
-    ):
+    ) -> None:
         if args:
             if len(args) != 3 or any(v is not None for v in (vocab_size, sequence_length, embed_dim)):
                 raise TypeError(

@@ -23,6 +23,7 @@ there the multiplier has no such meaning.)
 """
 
 import math
+from typing import Optional
 
 import keras
 from keras import layers, ops
@@ -35,6 +36,8 @@ from residual_keras._checks import (
     check_positive_int,
     strided_output_shape,
 )
+from residual_keras._conv_layers import conv2d
+from residual_keras._types import Activation, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
 
 
@@ -43,7 +46,7 @@ class _Scalar(layers.Layer):
 
     initial_value = 0.0
 
-    def __init__(self, learning_rate_multiplier=1.0, **kwargs):
+    def __init__(self, learning_rate_multiplier: float = 1.0, **kwargs) -> None:
         super().__init__(**kwargs)
         if not learning_rate_multiplier > 0:
             raise ValueError(
@@ -151,18 +154,18 @@ class FixupBasicBlock(layers.Layer):
 
     def __init__(
         self,
-        filters,
-        strides=1,
+        filters: int,
+        strides: IntOrPair = 1,
         *,
-        num_blocks,
-        kernel_size=3,
-        activation="relu",
-        final_activation=True,
-        kernel_regularizer=None,
-        scalar_learning_rate_multiplier=0.1,
-        data_format=None,
+        num_blocks: int,
+        kernel_size: IntOrPair = 3,
+        activation: Activation = "relu",
+        final_activation: bool = True,
+        kernel_regularizer: RegularizerLike = None,
+        scalar_learning_rate_multiplier: float = 0.1,
+        data_format: Optional[str] = None,
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)
@@ -188,33 +191,16 @@ class FixupBasicBlock(layers.Layer):
             layer.build(())
             return layer
 
-        def conv(name, strides, initializer, shape):
-            layer = layers.Conv2D(
-                self.filters,
-                self.kernel_size,
-                strides=strides,
-                padding="same",
-                data_format=self.data_format,
-                use_bias=False,
-                kernel_initializer=initializer,
-                kernel_regularizer=self.kernel_regularizer,
-                dtype=self.dtype_policy,
-                name=name,
-            )
-            layer.build(shape)
-            return layer
-
         self.bias1 = scalar(ScalarBias, "bias1")
         # He-normal with fan-out, times L^(-1/2): variance 2 / fan_out / L.
         he_scaled = keras.initializers.VarianceScaling(
             scale=2.0 / self.num_blocks, mode="fan_out", distribution="untruncated_normal"
         )
-        self.conv1 = conv("conv1", self.strides, he_scaled, input_shape)
+        self.conv1, shape = conv2d(self, "conv1", self.filters, self.kernel_size, self.strides, input_shape,
+                                   he_scaled)
         self.bias2 = scalar(ScalarBias, "bias2")
         self.bias3 = scalar(ScalarBias, "bias3")
-        self.conv2 = conv(
-            "conv2", 1, "zeros", self.conv1.compute_output_shape(input_shape)
-        )
+        self.conv2, _ = conv2d(self, "conv2", self.filters, self.kernel_size, 1, shape, "zeros")
         self.scale = scalar(ScalarScale, "scale")
         self.bias4 = scalar(ScalarBias, "bias4")
         self.shortcut_layer = None

@@ -24,6 +24,8 @@ the whole window: fine for the few hundred characters the tracks sample, and
 the loop stays readable.
 """
 
+from typing import Optional, Sequence
+
 import keras
 import numpy as np
 
@@ -94,8 +96,16 @@ def _next_token(logits, temperature, top_k, rng):
     return int(rng.choice(logits.size, p=probs / probs.sum()))
 
 
-def generate(model, prompt_tokens, num_tokens, *, temperature=1.0, top_k=None, seed=None,
-             output_index=None):
+def generate(
+    model: keras.Model,
+    prompt_tokens: Sequence[int],
+    num_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: Optional[int] = None,
+    seed: Optional[int] = None,
+    output_index: Optional[int] = None,
+) -> np.ndarray:
     """Continues `prompt_tokens` with `num_tokens` ids sampled from `model`.
 
     Args:

@@ -14,34 +14,31 @@ GPT-2's initialisation, the shape of nanoGPT's models.
 """
 
 import math
-import warnings
+from typing import Optional, Union
 
 import keras
 from keras import layers
 
 from residual_keras._checks import check_choice, check_positive_int
+from residual_keras._transformer_args import NORM_POSITIONS, resolve_residual
+from residual_keras.attention import check_heads
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import BasicBlock
-from residual_keras.transformer import (
-    NORM_POSITIONS,
-    TransformerBlock,
-    check_heads,
-    check_residual,
-)
+from residual_keras.transformer import TransformerBlock
 
 NORMS = ("batchnorm", "fixup", "none")
 BLOCKS = ("basic", "preact")
 INITS = ("gpt2", "xavier")
 
 
-def count_trainable_params(model):
+def count_trainable_params(model: keras.Model) -> int:
     """Number of trainable scalars in `model` (BatchNorm moving statistics excluded)."""
     return int(sum(keras.ops.size(weight) for weight in model.trainable_weights))
 
 
-def blocks_per_stage(depth):
+def blocks_per_stage(depth: int) -> int:
     """n for depth = 6n + 2; raises `ValueError` for any other depth."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
         raise ValueError(
@@ -52,20 +49,20 @@ def blocks_per_stage(depth):
 
 
 def cifar_resnet(
-    depth,
+    depth: int,
     *,
-    residual=True,
-    block="basic",
-    shortcut="A",
-    norm="batchnorm",
-    zero_gamma=False,
-    zero_init_last=False,
-    num_classes=10,
-    width=16,
-    input_shape=(32, 32, 3),
-    weight_decay=0.0,
-    name=None,
-):
+    residual: bool = True,
+    block: str = "basic",
+    shortcut: str = "A",
+    norm: str = "batchnorm",
+    zero_gamma: bool = False,
+    zero_init_last: bool = False,
+    num_classes: int = 10,
+    width: int = 16,
+    input_shape: tuple[int, ...] = (32, 32, 3),
+    weight_decay: float = 0.0,
+    name: Optional[str] = None,
+) -> keras.Model:
     """He et al.'s CIFAR ResNet (or its plain twin), returning logits.
 
     Blocks are named `stage{s}_block{b}` (s = 1..3, b = 1..n) so that
@@ -212,22 +209,22 @@ def cifar_resnet(
 
 
 def transformer_lm(
-    vocab_size,
-    sequence_length,
-    num_layers,
+    vocab_size: int,
+    sequence_length: int,
+    num_layers: int,
     *,
-    embed_dim=128,
-    num_heads=4,
-    intermediate_dim=None,
-    norm_position="pre",
-    residual=True,
-    rezero=False,
-    dropout=0.0,
-    init="gpt2",
-    layer_norm_epsilon=1e-5,
-    fused_attention=False,
-    name=None,
-):
+    embed_dim: int = 128,
+    num_heads: int = 4,
+    intermediate_dim: Optional[int] = None,
+    norm_position: str = "pre",
+    residual: Union[bool, str] = True,
+    rezero: bool = False,
+    dropout: float = 0.0,
+    init: str = "gpt2",
+    layer_norm_epsilon: float = 1e-5,
+    fused_attention: bool = False,
+    name: Optional[str] = None,
+) -> keras.Model:
     """A decoder-only (GPT-style) language model of `TransformerBlock`s.
 
     tokens (B, T) -> `embedding` (token + position) -> [`embedding_dropout`]
@@ -305,12 +302,7 @@ def transformer_lm(
     check_positive_int("num_heads", num_heads)
     check_heads(embed_dim, num_heads)
     check_choice("norm_position", norm_position, NORM_POSITIONS)
-    check_residual(residual)
-    if residual == "rezero":
-        warnings.warn('residual="rezero" is deprecated: use rezero=True.', DeprecationWarning, stacklevel=2)
-        residual, rezero = True, True
-    if rezero and not residual:
-        raise ValueError("rezero=True needs residual=True: ReZero is x + alpha * F(x).")
+    residual, rezero = resolve_residual(residual, rezero)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
     check_choice("init", init, INITS)

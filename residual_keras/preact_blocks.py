@@ -34,24 +34,13 @@ to drop.
 """
 
 import keras
-from keras import layers
 
-from residual_keras._checks import (
-    channel_axis,
-    check_choice,
-    check_data_format,
-    check_image_input,
-    check_pair,
-    check_positive_int,
-    strided_output_shape,
-)
-from residual_keras._initializers import clone_initializer
-from residual_keras.resnet_blocks import NORMS
-from residual_keras.shortcuts import SHORTCUTS, make_shortcut
+from residual_keras._conv_block import ConvBlockBase
+from residual_keras._types import IntOrPair
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class PreActBasicBlock(layers.Layer):
+class PreActBasicBlock(ConvBlockBase):
     """He et al. 2016's pre-activation basic block, `x + f(x)`.
 
     `f(x) = conv3x3(ReLU(BN(conv3x3_stride(ReLU(BN(x))))))` and
@@ -94,101 +83,21 @@ class PreActBasicBlock(layers.Layer):
         Networks", https://arxiv.org/abs/1603.05027
     """
 
-    def __init__(
-        self,
-        filters,
-        strides=1,
-        *,
-        kernel_size=3,
-        activation="relu",
-        residual=True,
-        shortcut="A",
-        norm="batchnorm",
-        zero_init_last=False,
-        kernel_initializer="he_normal",
-        kernel_regularizer=None,
-        norm_momentum=0.9,
-        norm_epsilon=1e-5,
-        data_format=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.filters = check_positive_int("filters", filters)
-        self.strides = check_pair("strides", strides)
-        self.kernel_size = check_pair("kernel_size", kernel_size)
-        self.activation = keras.activations.get(activation)
-        self.data_format = check_data_format(data_format)
-        if not isinstance(residual, bool):
-            raise ValueError(f"residual must be True or False, got {residual!r}.")
-        self.residual = residual
-        self.shortcut = check_choice("shortcut", shortcut, SHORTCUTS)
-        self.norm = check_choice("norm", norm, NORMS)
-        if zero_init_last and not residual:
+    def __init__(self, filters: int, strides: IntOrPair = 1, *, zero_init_last: bool = False, **kwargs) -> None:
+        super().__init__(filters, strides, **kwargs)
+        if zero_init_last and not self.residual:
             raise ValueError(
                 "zero_init_last=True needs residual=True: without a shortcut the "
                 "block would output 0 for every input."
             )
         self.zero_init_last = bool(zero_init_last)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.norm_momentum = norm_momentum
-        self.norm_epsilon = norm_epsilon
 
-    def _make_norm(self, name, shape):
-        if self.norm == "none":
-            return None
-        norm = layers.BatchNormalization(
-            axis=channel_axis(self.data_format),
-            momentum=self.norm_momentum,
-            epsilon=self.norm_epsilon,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-        norm.build(shape)
-        return norm
-
-    def _make_conv(self, name, strides, shape, initializer):
-        conv = layers.Conv2D(
-            self.filters,
-            self.kernel_size,
-            strides=strides,
-            padding="same",
-            data_format=self.data_format,
-            use_bias=self.norm == "none",
-            kernel_initializer=initializer,
-            kernel_regularizer=self.kernel_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-        conv.build(shape)
-        return conv, conv.compute_output_shape(shape)
-
-    def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape, self.data_format)
-        self.norm1 = self._make_norm("branch1_norm", input_shape)
-        self.conv1, shape = self._make_conv(
-            "branch1_conv", self.strides, input_shape, clone_initializer(self.kernel_initializer)
-        )
-        self.norm2 = self._make_norm("branch2_norm", shape)
-        last_initializer = "zeros" if self.zero_init_last else clone_initializer(self.kernel_initializer)
-        self.conv2, _ = self._make_conv("branch2_conv", 1, shape, last_initializer)
-        self.shortcut_layer = None
-        if self.residual:
-            self.shortcut_layer = make_shortcut(
-                self.shortcut,
-                input_shape,
-                self.filters,
-                self.strides,
-                dtype=self.dtype_policy,
-                data_format=self.data_format,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                kernel_regularizer=self.kernel_regularizer,
-                norm_momentum=self.norm_momentum,
-                norm_epsilon=self.norm_epsilon,
-                norm=self.norm,
-            )
-            if self.shortcut_layer is not None:
-                self.shortcut_layer.build(input_shape)
+    def build_branch(self, input_shape):
+        self.norm1 = self._norm("branch1_norm", input_shape)
+        self.conv1, shape = self._conv("branch1_conv", self.filters, self.kernel_size, self.strides, input_shape)
+        self.norm2 = self._norm("branch2_norm", shape)
+        last_initializer = "zeros" if self.zero_init_last else None  # None: kernel_initializer
+        self.conv2, _ = self._conv("branch2_conv", self.filters, self.kernel_size, 1, shape, last_initializer)
 
     def _norm_activation(self, norm, x, training):
         """ReLU(BN(x)), or ReLU(x) in an unnormalised block (ReLU: `activation`)."""
@@ -199,39 +108,12 @@ class PreActBasicBlock(layers.Layer):
         x = self.conv1(self._norm_activation(self.norm1, inputs, training))
         return self.conv2(self._norm_activation(self.norm2, x, training))
 
-    def shortcut_path(self, inputs, training=None):
-        """shortcut(x): the identity, or option A/B where the shape changes."""
-        if self.shortcut_layer is None:
-            return inputs
-        return self.shortcut_layer(inputs, training=training)
-
     def call(self, inputs, training=None):
-        residual = self.branch(inputs, training=training)  # f(x)
         if not self.residual:
-            return residual  # the plain twin: f(x)
-        shortcut = self.shortcut_path(inputs, training=training)
-        return shortcut + residual  # x + f(x), nothing after the addition
-
-    def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)
+            return self.branch(inputs, training)  # the plain twin: f(x)
+        return self.shortcut_path(inputs, training) + self.branch(inputs, training)  # x + f(x), nothing after
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "filters": self.filters,
-                "strides": self.strides,
-                "kernel_size": self.kernel_size,
-                "activation": keras.activations.serialize(self.activation),
-                "data_format": self.data_format,
-                "residual": self.residual,
-                "shortcut": self.shortcut,
-                "norm": self.norm,
-                "zero_init_last": self.zero_init_last,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "norm_momentum": self.norm_momentum,
-                "norm_epsilon": self.norm_epsilon,
-            }
-        )
+        config["zero_init_last"] = self.zero_init_last
         return config

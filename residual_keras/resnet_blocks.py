@@ -28,142 +28,55 @@ shortcut follow it).
 """
 
 import keras
-from keras import layers
 
-from residual_keras._checks import (
-    channel_axis,
-    check_bool,
-    check_choice,
-    check_data_format,
-    check_image_input,
-    check_pair,
-    check_positive_int,
-    strided_output_shape,
-)
-from residual_keras._initializers import clone_initializer
-from residual_keras.shortcuts import SHORTCUTS, make_shortcut
-
-NORMS = ("batchnorm", "none")
+from residual_keras._checks import check_bool, check_positive_int
+from residual_keras._conv_block import ConvBlockBase
+from residual_keras._types import IntOrPair
 
 
-class _ConvBlock(layers.Layer):
-    """What `BasicBlock` and `BottleneckBlock` share.
+class _ConvBlock(ConvBlockBase):
+    """What `BasicBlock` and `BottleneckBlock` share: `activation(f(x) + shortcut(x))`.
 
     Subclasses create their branch's conv/BN pairs in `build_branch()` with
-    `self._conv_bn(...)` and compute the branch in `branch()`; this class adds
-    the shortcut and the final activation, and handles config and shapes.
+    `self._conv_bn(...)` and compute the branch in `branch()`; `call` adds
+    the shortcut and the final activation. The arguments every CIFAR block
+    takes are checked in `ConvBlockBase` (_conv_block.py).
     """
 
     def __init__(
         self,
-        filters,
-        strides=1,
+        filters: int,
+        strides: IntOrPair = 1,
         *,
-        kernel_size=3,
-        activation="relu",
-        final_activation=True,
-        residual=True,
-        shortcut="A",
-        zero_gamma=False,
-        norm="batchnorm",
-        kernel_initializer="he_normal",
-        kernel_regularizer=None,
-        norm_momentum=0.9,
-        norm_epsilon=1e-5,
-        data_format=None,
+        final_activation: bool = True,
+        zero_gamma: bool = False,
         **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.filters = check_positive_int("filters", filters)
-        self.strides = check_pair("strides", strides)
-        self.kernel_size = check_pair("kernel_size", kernel_size)
-        self.activation = keras.activations.get(activation)
+    ) -> None:
+        super().__init__(filters, strides, **kwargs)
         self.final_activation = check_bool(
             "final_activation", final_activation, " (the function itself is `activation`)"
         )
-        self.data_format = check_data_format(data_format)
-        if not isinstance(residual, bool):
-            raise ValueError(f"residual must be True or False, got {residual!r}.")
-        self.residual = residual
-        self.shortcut = check_choice("shortcut", shortcut, SHORTCUTS)
-        if zero_gamma and not residual:
+        if zero_gamma and not self.residual:
             raise ValueError(
                 "zero_gamma=True needs residual=True: without a shortcut the "
                 "block would output activation(0) for every input."
             )
-        self.zero_gamma = bool(zero_gamma)
-        self.norm = check_choice("norm", norm, NORMS)
-        if zero_gamma and norm == "none":
+        if zero_gamma and self.norm == "none":
             raise ValueError(
                 "zero_gamma=True needs norm='batchnorm': without BatchNorm there "
                 "is no gamma (Fixup, or PreActBasicBlock(zero_init_last=True), "
                 "start an unnormalised branch at 0)."
             )
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.norm_momentum = norm_momentum
-        self.norm_epsilon = norm_epsilon
-
-    @property
-    def output_channels(self):
-        return self.filters
+        self.zero_gamma = bool(zero_gamma)
 
     def _conv_bn(self, name, filters, kernel_size, strides, input_shape, zero_gamma=False):
         """Creates and builds `Conv2D(no bias) -> BatchNorm`; returns the pair and output shape.
 
         With `norm="none"` the pair is `(Conv2D with bias, None)`.
         """
-        normalised = self.norm == "batchnorm"
-        conv = layers.Conv2D(
-            filters,
-            kernel_size,
-            strides=strides,
-            padding="same",
-            data_format=self.data_format,
-            use_bias=not normalised,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            dtype=self.dtype_policy,
-            name=f"{name}_conv",
-        )
-        conv.build(input_shape)
-        output_shape = conv.compute_output_shape(input_shape)
-        if not normalised:
-            return (conv, None), output_shape
-        norm = layers.BatchNormalization(
-            axis=channel_axis(self.data_format),
-            momentum=self.norm_momentum,
-            epsilon=self.norm_epsilon,
-            gamma_initializer="zeros" if zero_gamma else "ones",
-            dtype=self.dtype_policy,
-            name=f"{name}_norm",
-        )
-        norm.build(output_shape)
+        conv, output_shape = self._conv(f"{name}_conv", filters, kernel_size, strides, input_shape)
+        norm = self._norm(f"{name}_norm", output_shape, "zeros" if zero_gamma else "ones")
         return (conv, norm), output_shape
-
-    def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape, self.data_format)
-        self.build_branch(input_shape)
-        self.shortcut_layer = None
-        if self.residual:
-            self.shortcut_layer = make_shortcut(
-                self.shortcut,
-                input_shape,
-                self.output_channels,
-                self.strides,
-                dtype=self.dtype_policy,
-                data_format=self.data_format,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                kernel_regularizer=self.kernel_regularizer,
-                norm_momentum=self.norm_momentum,
-                norm_epsilon=self.norm_epsilon,
-                norm=self.norm,
-            )
-            if self.shortcut_layer is not None:
-                self.shortcut_layer.build(input_shape)
-
-    def build_branch(self, input_shape):
-        raise NotImplementedError
 
     @staticmethod
     def _conv_norm(conv, norm, x, training):
@@ -171,54 +84,18 @@ class _ConvBlock(layers.Layer):
         x = conv(x)
         return x if norm is None else norm(x, training=training)
 
-    def branch(self, inputs, training=None):
-        """The residual function `f(x)`, before the addition and final activation."""
-        raise NotImplementedError
-
-    def shortcut_path(self, inputs, training=None):
-        """shortcut(x): the identity, or option A/B where the shape changes."""
-        if self.shortcut_layer is None:
-            return inputs
-        return self.shortcut_layer(inputs, training=training)
-
     def call(self, inputs, training=None):
-        residual = self.branch(inputs, training=training)  # f(x)
         if self.residual:
-            shortcut = self.shortcut_path(inputs, training=training)
-            y = residual + shortcut  # f(x) + shortcut(x)
+            y = self.branch(inputs, training) + self.shortcut_path(inputs, training)  # f(x) + shortcut(x)
         else:
-            y = residual  # the plain twin: f(x)
+            y = self.branch(inputs, training)  # the plain twin: f(x)
         if self.final_activation:
             y = self.activation(y)  # ReLU(f(x) + shortcut(x)), He et al. 2015
         return y
 
-    def compute_output_shape(self, input_shape):
-        return strided_output_shape(input_shape, self.strides, self.output_channels, self.data_format)
-
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "filters": self.filters,
-                "strides": self.strides,
-                "kernel_size": self.kernel_size,
-                "activation": keras.activations.serialize(self.activation),
-                "final_activation": self.final_activation,
-                "data_format": self.data_format,
-                "residual": self.residual,
-                "shortcut": self.shortcut,
-                "zero_gamma": self.zero_gamma,
-                "norm": self.norm,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "kernel_regularizer": keras.regularizers.serialize(
-                    self.kernel_regularizer
-                ),
-                "norm_momentum": self.norm_momentum,
-                "norm_epsilon": self.norm_epsilon,
-            }
-        )
+        config.update({"final_activation": self.final_activation, "zero_gamma": self.zero_gamma})
         return config
 
 
@@ -309,7 +186,7 @@ class BottleneckBlock(_ConvBlock):
         (2, 16, 16, 64)
     """
 
-    def __init__(self, filters, strides=1, *, expansion=4, **kwargs):
+    def __init__(self, filters: int, strides: IntOrPair = 1, *, expansion: int = 4, **kwargs) -> None:
         super().__init__(filters, strides, **kwargs)
         self.expansion = check_positive_int("expansion", expansion)
 

@@ -12,6 +12,8 @@ widens the channels, the shortcut must change shape too:
   network (`norm="none"`) the 1x1 convolution alone, `x -> W_s x`.
 """
 
+from typing import Optional
+
 import keras
 from keras import layers, ops
 
@@ -25,7 +27,9 @@ from residual_keras._checks import (
     input_channels,
     strided_output_shape,
 )
+from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
+from residual_keras._types import InitializerLike, IntOrPair, RegularizerLike
 
 SHORTCUTS = ("A", "B")
 
@@ -53,7 +57,7 @@ class PadShortcut(layers.Layer):
         (2, 16, 16, 32)
     """
 
-    def __init__(self, filters, strides=1, data_format=None, **kwargs):
+    def __init__(self, filters: int, strides: IntOrPair = 1, data_format: Optional[str] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)
@@ -122,16 +126,16 @@ class ProjectionShortcut(layers.Layer):
 
     def __init__(
         self,
-        filters,
-        strides=1,
-        kernel_initializer="he_normal",
-        kernel_regularizer=None,
-        norm_momentum=0.9,
-        norm_epsilon=1e-5,
-        norm="batchnorm",
-        data_format=None,
+        filters: int,
+        strides: IntOrPair = 1,
+        kernel_initializer: InitializerLike = "he_normal",
+        kernel_regularizer: RegularizerLike = None,
+        norm_momentum: float = 0.9,
+        norm_epsilon: float = 1e-5,
+        norm: str = "batchnorm",
+        data_format: Optional[str] = None,
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)
@@ -144,29 +148,9 @@ class ProjectionShortcut(layers.Layer):
 
     def build(self, input_shape):
         check_image_input(self.__class__.__name__, input_shape, self.data_format)
-        self.conv = layers.Conv2D(
-            self.filters,
-            1,
-            strides=self.strides,
-            data_format=self.data_format,
-            use_bias=False,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            dtype=self.dtype_policy,
-            name="conv",
-        )
-        self.conv.build(input_shape)
-        self.norm = None
-        if self.norm_kind == "none":
-            return
-        self.norm = layers.BatchNormalization(
-            axis=channel_axis(self.data_format),
-            momentum=self.norm_momentum,
-            epsilon=self.norm_epsilon,
-            dtype=self.dtype_policy,
-            name="norm",
-        )
-        self.norm.build(self.conv.compute_output_shape(input_shape))
+        self.conv, shape = conv2d(self, "conv", self.filters, 1, self.strides, input_shape,
+                                  clone_initializer(self.kernel_initializer))
+        self.norm = None if self.norm_kind == "none" else batch_norm(self, "norm", shape)
 
     def call(self, inputs, training=None):
         x = self.conv(inputs)

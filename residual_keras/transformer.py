@@ -31,70 +31,33 @@ The sublayers, for x of shape (B, T, C) with H heads of size D = C / H:
 `W_o` and `W_2` write into the residual stream; GPT-2 initialises them with a
 smaller standard deviation, so they have their own `output_kernel_initializer`.
 
-The attention is written out (`_self_attention`, the reference path): the
-scores, the mask, the float32 softmax and the dropout on the probabilities
-are each a line a student can read, and `return_attention_scores` and the
-instruments need the probabilities. `fused_attention=True` computes the same
-`softmax(q k^T / sqrt(D) + mask) v` with `keras.ops.dot_product_attention`,
-which each backend fuses (cuDNN or flash attention on GPUs); the two paths
-agree within float tolerance (tests/test_transformer.py). The fused op has
-no dropout on the attention probabilities, so it needs `dropout=0`.
+The attention itself is in attention.py: written out (the reference path,
+which returns the probabilities) or, with `fused_attention=True`, through
+`keras.ops.dot_product_attention` (fused by each backend; needs `dropout=0`).
 """
 
-import warnings
+from typing import Optional, Union
 
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_bool, check_choice, check_positive_int
+from residual_keras._checks import check_bool, check_positive_int
 from residual_keras._initializers import clone_initializer
-
-NORM_POSITIONS = ("pre", "post")
-# A head narrower than this is a mistake (for instance keras-hub's argument
-# order, `(intermediate_dim, num_heads)`, passed positionally to the old one).
-MIN_HEAD_DIM = 4
-
-# Added to the attention scores of masked positions. Large enough that
-# exp(score - max) is exactly 0 in float32, finite so that no NaN can appear.
-_MASKED_SCORE = -1e9
-
-
-def check_residual(residual):
-    """Raises `ValueError` unless `residual` is True, False or (deprecated) "rezero"."""
-    # `1 in (True, False)` is True in Python: compare by identity for the bools.
-    if residual is True or residual is False or residual == "rezero":
-        return residual
-    raise ValueError(f"Unknown residual={residual!r}. Accepted: True, False.")
-
-
-def check_heads(embed_dim, num_heads, key_dim=None):
-    """Raises `ValueError` unless `num_heads` heads fit `embed_dim` and are not too narrow."""
-    if key_dim is None:
-        if embed_dim % num_heads:
-            raise ValueError(
-                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}: "
-                "every head needs embed_dim / num_heads features (or pass key_dim)."
-            )
-        key_dim = embed_dim // num_heads
-    if key_dim < MIN_HEAD_DIM:
-        raise ValueError(
-            f"num_heads={num_heads} on embed_dim={embed_dim} gives heads of size {key_dim} "
-            f"(< {MIN_HEAD_DIM}). Did you pass keras-hub's positional order (intermediate_dim, "
-            "num_heads)? Name the arguments: TransformerBlock(num_heads=..., intermediate_dim=...)."
-        )
-
-
-def _resolve_norm_position(norm_position, normalize_first):
-    """`norm_position` from our name or keras-hub's `normalize_first` (True = "pre")."""
-    if normalize_first is not None:
-        from_flag = "pre" if normalize_first else "post"
-        if norm_position is not None and norm_position != from_flag:
-            raise ValueError(
-                f"norm_position={norm_position!r} and normalize_first={normalize_first!r} "
-                "disagree; pass one of them."
-            )
-        return from_flag
-    return check_choice("norm_position", "pre" if norm_position is None else norm_position, NORM_POSITIONS)
+from residual_keras._transformer_args import (  # noqa: F401  (NORM_POSITIONS, check_residual: their old home)
+    NORM_POSITIONS,
+    check_residual,
+    heads_from_positional,
+    resolve_norm_position,
+    resolve_residual,
+)
+from residual_keras._types import Activation, InitializerLike, RegularizerLike
+from residual_keras.attention import (  # noqa: F401  (MIN_HEAD_DIM, check_heads: their old home)
+    MIN_HEAD_DIM,
+    allowed_keys,
+    check_heads,
+    fused_attention,
+    reference_attention,
+)
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -119,8 +82,8 @@ class TransformerBlock(layers.Layer):
     post before the addition and LN (residual or plain), `alpha * F(x)` for
     ReZero. They do not depend on `residual`, so a block and its plain twin
     with the same weights have the same branches. `join(x, update, norm)` is
-    the residual connection itself; `call` reads top to bottom as the
-    equations above.
+    the residual connection itself, for the instruments; `call` writes it out
+    and reads top to bottom as the equations above.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
@@ -196,41 +159,26 @@ class TransformerBlock(layers.Layer):
     def __init__(
         self,
         *args,
-        num_heads=None,
-        intermediate_dim=None,
-        norm_position=None,
-        normalize_first=None,
-        residual=True,
-        rezero=False,
-        dropout=0.0,
-        activation="gelu",
-        layer_norm_epsilon=1e-5,
-        causal=True,
-        key_dim=None,
-        kernel_initializer="glorot_uniform",
-        output_kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        fused_attention=False,
+        num_heads: Optional[int] = None,
+        intermediate_dim: Optional[int] = None,
+        norm_position: Optional[str] = None,
+        normalize_first: Optional[bool] = None,
+        residual: Union[bool, str] = True,
+        rezero: bool = False,
+        dropout: float = 0.0,
+        activation: Activation = "gelu",
+        layer_norm_epsilon: float = 1e-5,
+        causal: bool = True,
+        key_dim: Optional[int] = None,
+        kernel_initializer: InitializerLike = "glorot_uniform",
+        output_kernel_initializer: InitializerLike = "glorot_uniform",
+        bias_initializer: InitializerLike = "zeros",
+        kernel_regularizer: RegularizerLike = None,
+        bias_regularizer: RegularizerLike = None,
+        fused_attention: bool = False,
         **kwargs,
-    ):
-        if args:
-            if len(args) > 2 or num_heads is not None:
-                raise TypeError(
-                    "TransformerBlock takes keyword arguments: TransformerBlock(num_heads=..., "
-                    "intermediate_dim=...). keras-io's TransformerBlock(embed_dim, num_heads, ff_dim) "
-                    "is TransformerBlock(num_heads=num_heads, intermediate_dim=ff_dim) here (the width "
-                    f"comes from the input); got {len(args)} positional arguments."
-                )
-            warnings.warn(
-                "Positional arguments to TransformerBlock are deprecated (keras-hub puts "
-                "intermediate_dim first, this package put num_heads first): pass num_heads= and "
-                "intermediate_dim= by name.", DeprecationWarning, stacklevel=2,
-            )
-            num_heads = args[0]
-            if len(args) == 2:
-                intermediate_dim = args[1]
+    ) -> None:
+        num_heads, intermediate_dim = heads_from_positional(args, num_heads, intermediate_dim)
         super().__init__(**kwargs)
         if num_heads is None:
             raise TypeError("TransformerBlock needs num_heads=<int>.")
@@ -241,15 +189,8 @@ class TransformerBlock(layers.Layer):
         if key_dim is not None:
             check_positive_int("key_dim", key_dim)
         self.key_dim = key_dim
-        self.norm_position = _resolve_norm_position(norm_position, normalize_first)
-        check_residual(residual)
-        if residual == "rezero":
-            warnings.warn('residual="rezero" is deprecated: use rezero=True.', DeprecationWarning, stacklevel=2)
-            residual, rezero = True, True
-        if rezero and residual is False:
-            raise ValueError("rezero=True needs residual=True: ReZero is x + alpha * F(x).")
-        self.residual = residual
-        self.rezero = bool(rezero)
+        self.norm_position = resolve_norm_position(norm_position, normalize_first)
+        self.residual, self.rezero = resolve_residual(residual, rezero)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
         self.dropout = float(dropout)
@@ -354,18 +295,7 @@ class TransformerBlock(layers.Layer):
 
     def _allowed(self, x, padding_mask=None, attention_mask=None):
         """(B or 1, T, T) booleans: which keys each query may attend to, or None for all."""
-        length = ops.shape(x)[1]
-        allowed = None
-        if self.causal:
-            positions = ops.arange(length)
-            allowed = (positions[:, None] >= positions[None, :])[None]  # (1, T, T), key <= query
-        if padding_mask is not None:
-            keys = ops.cast(padding_mask, "bool")[:, None, :]  # (B, 1, T): real tokens as keys
-            allowed = keys if allowed is None else ops.logical_and(allowed, keys)
-        if attention_mask is not None:
-            given = ops.cast(attention_mask, "bool")  # (B, T, T)
-            allowed = given if allowed is None else ops.logical_and(allowed, given)
-        return allowed
+        return allowed_keys(ops.shape(x)[1], self.causal, padding_mask, attention_mask)
 
     def _self_attention(self, x, allowed=None, training=None, need_scores=False, only_causal=False):
         """Multi-head self-attention F(x), without any norm or scalar: (output, scores or None).
@@ -383,37 +313,12 @@ class TransformerBlock(layers.Layer):
         value = ops.reshape(value, (batch, length, heads, head_dim))
 
         if self.fused_attention and not need_scores:
-            out, weights = self._fused_attention(query, key, value, allowed, only_causal), None
+            out, weights = fused_attention(query, key, value, allowed, only_causal and self.causal), None
         else:
-            out, weights = self._reference_attention(query, key, value, allowed, training)
+            out, weights = reference_attention(query, key, value, allowed, self.attention_dropout, training)
         out = ops.reshape(out, (batch, length, heads * head_dim))  # (B, T, H D)
         out = self.attention_output(out)  # (B, T, C)
         return self.attention_output_dropout(out, training=training), weights
-
-    def _reference_attention(self, query, key, value, allowed, training):
-        """softmax(q k^T / sqrt(D) + mask) v, written out: ((B, T, H, D), probabilities (B, H, T, T))."""
-        query = query * ops.cast(self.head_dim**-0.5, query.dtype)
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (B, H, T, T)
-        scores = ops.cast(scores, "float32")  # softmax in float32
-        if allowed is not None:
-            scores = ops.where(allowed[:, None], scores, _MASKED_SCORE)
-        weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        dropped = self.attention_dropout(weights, training=training)
-        return ops.einsum("bhqk,bkhd->bqhd", dropped, value), weights  # (B, T, H, D)
-
-    def _fused_attention(self, query, key, value, allowed, only_causal):
-        """The same with `keras.ops.dot_product_attention` (fused by the backend): (B, T, H, D).
-
-        The causal mask alone goes as `is_causal=True` (what flash attention
-        takes); with padding or attention masks the combined boolean mask goes
-        instead. A query with no allowed key gets uniform weights, as above.
-        """
-        return ops.dot_product_attention(
-            query, key, value,
-            mask=None if only_causal or allowed is None else allowed[:, None],  # (B, 1, T, T)
-            is_causal=only_causal and self.causal,
-            scale=self.head_dim**-0.5,
-        )
 
     def _feedforward(self, x, training=None):
         """The position-wise feed-forward network F(x)."""
@@ -461,15 +366,26 @@ class TransformerBlock(layers.Layer):
              return_attention_scores=False):
         if padding_mask is None and mask is not None:
             padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
+        post_ln = self.norm_position == "post" and self.uses_layer_norm
         x = inputs  # (B, T, C)
+
+        # Attention. F(LN(x)) (pre), F(x) (post), alpha * F(x) (ReZero): `attention_branch`.
         allowed = self._allowed(x, padding_mask, attention_mask)
         attention, scores = self._self_attention(
             self._sublayer_input(x, self.attention_norm), allowed, training,
             need_scores=return_attention_scores, only_causal=padding_mask is None and attention_mask is None,
         )
-        x = self.join(x, self._scaled(attention), self.attention_norm)  # Pre-LN: x = x + F(LN(x))
-        feedforward = self.feedforward_branch(x, training=training)
-        x = self.join(x, feedforward, self.feedforward_norm)  # Post-LN: x = LN(x + F(x))
+        update = self._scaled(attention)
+        x = x + update if self.residual else update  # the residual connection (plain twin: no addition)
+        if post_ln:
+            x = self.attention_norm(x)  # Post-LN: x = LN(x + F(x))
+
+        # Feed-forward, the same way.
+        update = self.feedforward_branch(x, training=training)
+        x = x + update if self.residual else update
+        if post_ln:
+            x = self.feedforward_norm(x)
+
         if return_attention_scores:
             return x, scores
         return x

@@ -12,9 +12,8 @@ from residual_keras.diagnostics import (
     jacobian_norm,
     lesion,
     scalar_chain,
-    stream_contributions,
 )
-from residual_keras.models import cifar_resnet, transformer_lm
+from residual_keras.models import cifar_resnet
 
 
 
@@ -371,100 +370,8 @@ def test_lesion_of_plain_net_skips_blocks_that_change_shape():
 
 
 # --------------------------------------------------------------------------
-# Transformers: ReZero identity at init, stream_contributions
+# calibrate_batchnorm
 # --------------------------------------------------------------------------
-
-VOCAB, LENGTH = 11, 6
-TOKENS = np.random.default_rng(1).integers(0, VOCAB, size=(3, LENGTH))
-
-
-def tiny_lm(**kwargs):
-    return transformer_lm(VOCAB, LENGTH, 3, embed_dim=8, num_heads=2, **kwargs)
-
-
-def test_rezero_lm_starts_as_the_identity():
-    model = tiny_lm(residual="rezero")
-    jacobian = jacobian_norm(model, TOKENS)
-    assert jacobian["names"] == ["block1", "block2", "block3"]
-    np.testing.assert_allclose(jacobian["total"], 1.0, atol=1e-4)
-    np.testing.assert_allclose(jacobian["per_block"], 1.0, atol=1e-4)
-    stream_grads = gradient_norms(model, TOKENS)["stream_grad_norms"]
-    np.testing.assert_allclose(stream_grads, stream_grads[-1], rtol=1e-6)  # all equal
-    contributions = stream_contributions(model, TOKENS)
-    np.testing.assert_array_equal(contributions["attention"], 0.0)
-    np.testing.assert_array_equal(contributions["feedforward"], 0.0)
-    lesioned = lesion(model, (TOKENS, TOKENS), metric="crossentropy")
-    assert lesioned["removed_as"] == ["identity"] * 3
-    np.testing.assert_allclose(lesioned["lesioned"], lesioned["intact"], rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"norm_position": "pre"},
-        {"norm_position": "post"},
-        {"norm_position": "pre", "residual": False},
-        {"norm_position": "post", "residual": False},
-        {"residual": "rezero"},
-    ],
-    ids=["pre", "post", "plain_pre", "plain_post", "rezero"],
-)
-def test_stream_contributions_match_hand_computed_ratios(kwargs):
-    model = tiny_lm(**kwargs)
-    block = model.get_layer("block2")
-    if kwargs.get("residual") == "rezero":
-        block.rezero_alpha.assign(0.5)  # else every contribution is 0
-    result = stream_contributions(model, TOKENS)
-    assert result["attention"].shape == result["feedforward"].shape == (3, 3)
-    assert result["stream_rms"].shape == (4, 3)
-
-    # Block 2 by hand, from the equations of each variant.
-    x = keras.Model(model.input, block.input)(TOKENS)
-    a = block.attention_branch(x)
-    stream = x + a if kwargs.get("residual", True) is not False else a
-    if kwargs.get("norm_position") == "post":
-        stream = block.attention_norm(stream)
-    m = block.feedforward_branch(stream)
-    output = stream + m if kwargs.get("residual", True) is not False else m
-    if kwargs.get("norm_position") == "post":
-        output = block.feedforward_norm(output)
-    # The hand-composed block is the block (so the measured points are the right ones).
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(output),
-        ops.convert_to_numpy(block(x)),
-        rtol=1e-5,
-        atol=1e-6,
-    )
-
-    def norms(t):
-        return np.linalg.norm(ops.convert_to_numpy(t).reshape(len(TOKENS), -1), axis=1)
-
-    np.testing.assert_allclose(result["attention"][1], norms(a) / norms(x), rtol=1e-5)
-    np.testing.assert_allclose(
-        result["feedforward"][1], norms(m) / norms(stream), rtol=1e-5
-    )
-    if kwargs.get("residual") == "rezero":  # only block2's alpha is nonzero
-        np.testing.assert_array_equal(result["attention"][[0, 2]], 0.0)
-        np.testing.assert_array_equal(result["feedforward"][[0, 2]], 0.0)
-    assert np.all(result["attention"][1] > 0) and np.all(result["feedforward"][1] > 0)
-
-
-def test_rezero_contribution_is_linear_in_alpha():
-    model = tiny_lm(residual="rezero")
-    block = model.get_layer("block1")
-    block.rezero_alpha.assign(0.25)
-    quarter = stream_contributions(model, TOKENS)["attention"][0]
-    block.rezero_alpha.assign(0.5)
-    half = stream_contributions(model, TOKENS)["attention"][0]
-    assert np.all(quarter > 0)
-    np.testing.assert_allclose(half, 2 * quarter, rtol=1e-5)
-
-
-def test_stream_contributions_needs_transformer_blocks():
-    with pytest.raises(TypeError, match="TransformerBlock"):
-        stream_contributions(
-            cifar_resnet(8, width=4, input_shape=(8, 8, 3)), np.zeros((1, 8, 8, 3))
-        )
 
 
 def test_calibrate_batchnorm_makes_inference_equal_training_on_the_batch():

@@ -1,14 +1,18 @@
 """The size of the residual stream after every block (`activation_norms`)."""
 
+import keras
 import numpy as np
 
+from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _per_example_rms, _to_numpy
 
 
 @leaves_model_unchanged
-def activation_norms(model, x, *, training=True, blocks=None):
+def activation_norms(
+    model: keras.Model, x: ArrayLike, *, training: bool = True, blocks: BlockNames = None
+) -> Results:
     """RMS of the residual stream at every stream point, per example.
 
     `rms[l]` is `sqrt(mean(x_l^2))` over all of one example's entries

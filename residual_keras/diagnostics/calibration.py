@@ -7,12 +7,13 @@ a training-mode pass advances are written back).
 
 import keras
 
+from residual_keras._types import ArrayLike
 from residual_keras.diagnostics._blocks import all_layers
 from residual_keras.diagnostics._forward import as_tensors
 from residual_keras.diagnostics._state import unchanged
 
 
-def calibrate_batchnorm(model, x):
+def calibrate_batchnorm(model: keras.Model, x: ArrayLike) -> int:
     """Sets every BatchNorm's moving statistics to those of the batch `x`.
 
     One forward pass in training mode with momentum 0: afterwards inference

@@ -23,11 +23,14 @@ epochs it will train again, so the file never holds an epoch twice.
 
 import csv
 import math
+import os
 import pathlib
+from typing import Optional, Union
 
 import keras
 import numpy as np
 
+from residual_keras._types import ArrayLike, BlockNames, LossLike
 from residual_keras.diagnostics._blocks import residual_parts
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import unchanged
@@ -43,7 +46,7 @@ FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight
           "update_ratio", "branch_ratio", "identity_scalar")
 
 
-def identity_scalar(block):
+def identity_scalar(block: str) -> Optional[keras.Variable]:
     """The scalar that starts an identity-initialised block at the identity, or None."""
     if isinstance(block, TransformerBlock) and block.rezero_alpha is not None:
         return float(_to_numpy(block.rezero_alpha))
@@ -85,7 +88,17 @@ class TrainingDynamics(keras.callbacks.Callback):
         >>> dynamics.rows[0]["gradient_gain"]  # doctest: +SKIP
     """
 
-    def __init__(self, x, y=None, *, path=None, every=1, loss=None, output_index=None, blocks=None):
+    def __init__(
+        self,
+        x: ArrayLike,
+        y: Optional[ArrayLike] = None,
+        *,
+        path: Union[str, os.PathLike, None] = None,
+        every: int = 1,
+        loss: LossLike = None,
+        output_index: Optional[int] = None,
+        blocks: BlockNames = None,
+    ) -> None:
         super().__init__()
         self.x, self.y = x, y
         self.loss, self.output_index, self.block_choice = loss, output_index, blocks
@@ -171,7 +184,7 @@ class TrainingDynamics(keras.callbacks.Callback):
             self._record(epoch + 1)
 
 
-def read_rows(path):
+def read_rows(path: Union[str, os.PathLike]) -> list[dict[str, Optional[float]]]:
     """The rows a `TrainingDynamics` wrote to `path` (numbers as floats, None where empty)."""
     path = pathlib.Path(path)
     if not path.exists():

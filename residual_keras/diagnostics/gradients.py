@@ -1,10 +1,13 @@
 """The loss gradient along the residual stream and for every weight (`gradient_norms`)."""
 
 import math
+from typing import Optional
 
+import keras
 import numpy as np
 from keras import ops
 
+from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _losses
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
@@ -12,8 +15,17 @@ from residual_keras.diagnostics._tensors import _to_numpy
 
 
 @leaves_model_unchanged
-def gradient_norms(model, x, y=None, *, loss=None, training=True, blocks=None, seed=0,
-                   output_index=None):
+def gradient_norms(
+    model: keras.Model,
+    x: ArrayLike,
+    y: Optional[ArrayLike] = None,
+    *,
+    loss: LossLike = None,
+    training: bool = True,
+    blocks: BlockNames = None,
+    seed: int = 0,
+    output_index: Optional[int] = None,
+) -> Results:
     """Norms of the loss gradient along the residual stream and for every weight.
 
     Runs one forward and backward pass of the whole model and records

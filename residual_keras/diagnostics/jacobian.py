@@ -1,10 +1,13 @@
 """Spectral norms of the stream's Jacobians by power iteration (`jacobian_norm`)."""
 
+from typing import Sequence, Union
+
 import keras
 import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
+from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _autodiff
 from residual_keras.diagnostics._blocks import _call, residual_parts
 from residual_keras.diagnostics._forward import Forward
@@ -72,18 +75,18 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
 
 @leaves_model_unchanged
 def jacobian_norm(
-    model_or_layers,
-    x,
+    model_or_layers: Union[keras.Model, Sequence[keras.layers.Layer]],
+    x: ArrayLike,
     *,
-    num_iterations=100,
-    tolerance=1e-5,
-    per_block=True,
-    cumulative=False,
-    per_branch=False,
-    blocks=None,
-    seed=0,
-    use_tf_function=True,
-):
+    num_iterations: int = 100,
+    tolerance: float = 1e-5,
+    per_block: bool = True,
+    cumulative: bool = False,
+    per_branch: bool = False,
+    blocks: BlockNames = None,
+    seed: int = 0,
+    use_tf_function: bool = True,
+) -> Results:
     """Spectral norm of `d x_L / d x_0` (and of each block's Jacobian), per example.
 
     `x_0` is the first block's input and `x_L` the last block's output. The

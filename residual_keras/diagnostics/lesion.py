@@ -23,11 +23,14 @@ replaced (`_forward`), so nothing of the model is cut out or modified.
 """
 
 import itertools
+from typing import Optional, Sequence
 
+import keras
 import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
+from residual_keras._types import Batches, BlockNames, MetricLike, Results
 from residual_keras.diagnostics import _losses
 from residual_keras.diagnostics._blocks import residual_parts
 from residual_keras.diagnostics._forward import Forward
@@ -133,7 +136,15 @@ def _batches(data, batch_size):
 
 
 @leaves_model_unchanged
-def lesion(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None, output_index=None):
+def lesion(
+    model: keras.Model,
+    dataset_or_xy: Batches,
+    *,
+    metric: MetricLike = None,
+    batch_size: int = 64,
+    blocks: BlockNames = None,
+    output_index: Optional[int] = None,
+) -> Results:
     """Metric of the intact model and with each single block removed (Veit et al. 2016).
 
     What replaces a removed block: see the module docstring. Where a block
@@ -194,9 +205,17 @@ def lesion(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None, out
 
 @leaves_model_unchanged
 def delete_blocks(
-    model, dataset_or_xy, *, num_removed=None, draws=5, metric=None, batch_size=64,
-    blocks=None, seed=0, output_index=None,
-):
+    model: keras.Model,
+    dataset_or_xy: Batches,
+    *,
+    num_removed: Optional[Sequence[int]] = None,
+    draws: int = 5,
+    metric: MetricLike = None,
+    batch_size: int = 64,
+    blocks: BlockNames = None,
+    seed: int = 0,
+    output_index: Optional[int] = None,
+) -> Results:
     """The metric with k randomly chosen blocks removed at once (Veit et al. 2016, figure 5a).
 
     The candidates are the blocks whose output has their input's shape (a
@@ -269,7 +288,15 @@ def delete_blocks(
 
 
 @leaves_model_unchanged
-def swap_blocks(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None, output_index=None):
+def swap_blocks(
+    model: keras.Model,
+    dataset_or_xy: Batches,
+    *,
+    metric: MetricLike = None,
+    batch_size: int = 64,
+    blocks: BlockNames = None,
+    output_index: Optional[int] = None,
+) -> Results:
     """The metric with each pair of adjacent blocks exchanged (Veit et al. 2016, figure 5b).
 
     Only pairs of blocks that both keep their input's shape can be swapped
@@ -307,8 +334,15 @@ def swap_blocks(model, dataset_or_xy, *, metric=None, batch_size=64, blocks=None
 
 
 @leaves_model_unchanged
-def lesion_sublayers(model, dataset_or_xy, *, metric="crossentropy", batch_size=64, blocks=None,
-                     output_index=None):
+def lesion_sublayers(
+    model: keras.Model,
+    dataset_or_xy: Batches,
+    *,
+    metric: MetricLike = "crossentropy",
+    batch_size: int = 64,
+    blocks: BlockNames = None,
+    output_index: Optional[int] = None,
+) -> Results:
     """The metric with one Transformer sublayer removed: each block's attention, then its feed-forward.
 
     A removed sublayer writes nothing: the stream passes on as `x` (Pre-LN,

@@ -24,11 +24,14 @@ Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTo
 """
 
 import math
+from typing import Optional
 
+import keras
 import numpy as np
 from keras import ops
 
 from residual_keras._checks import check_positive_int
+from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _losses
 from residual_keras.diagnostics._blocks import residual_parts
 from residual_keras.diagnostics._forward import Forward
@@ -37,8 +40,17 @@ from residual_keras.diagnostics._tensors import _to_numpy
 
 
 @leaves_model_unchanged
-def path_gradients(model, x, y=None, *, samples=4, loss=None, blocks=None, seed=0,
-                   output_index=None):
+def path_gradients(
+    model: keras.Model,
+    x: ArrayLike,
+    y: Optional[ArrayLike] = None,
+    *,
+    samples: int = 4,
+    loss: LossLike = None,
+    blocks: BlockNames = None,
+    seed: int = 0,
+    output_index: Optional[int] = None,
+) -> Results:
     """Gradient norm at x_0 through single paths of each length k = 0..n.
 
     Args:

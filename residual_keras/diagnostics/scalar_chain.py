@@ -7,6 +7,7 @@ from numbers import Rational, Real
 import numpy as np
 
 from residual_keras._checks import check_positive_int
+from residual_keras._types import Results
 
 
 def _exact(number):
@@ -23,7 +24,7 @@ def _exact(number):
     raise TypeError(f"alpha must be a real number or a decimal string, got {number!r}.")
 
 
-def scalar_chain(alpha, depth):
+def scalar_chain(alpha: float, depth: int) -> Results:
     """Gains of L scalar blocks `f(x) = alpha * x`: plain and residual, exactly.
 
     A plain stack `x_l = alpha * x_{l-1}` has gain `d x_L / d x_0 = alpha^L`; a

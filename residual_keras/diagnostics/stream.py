@@ -15,8 +15,12 @@ LayerNorm and unembedding): the loss of that early read-out shows at which
 depth the prediction forms (`logit_lens`).
 """
 
+from typing import Optional
+
+import keras
 import numpy as np
 
+from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _losses
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
@@ -30,7 +34,9 @@ from residual_keras.transformer import TransformerBlock
 
 
 @leaves_model_unchanged
-def stream_contributions(model, x, *, training=False, blocks=None):
+def stream_contributions(
+    model: keras.Model, x: ArrayLike, *, training: bool = False, blocks: BlockNames = None
+) -> Results:
     """Per Transformer block, how much attention and feed-forward add to the stream.
 
     For block l with input `x` (B, T, C): the attention sublayer writes
@@ -96,7 +102,7 @@ def _transformer_forward(model, blocks):
 
 
 @leaves_model_unchanged
-def stream_decomposition(model, x, *, blocks=None):
+def stream_decomposition(model: keras.Model, x: ArrayLike, *, blocks: BlockNames = None) -> Results:
     """x_L against x_0 plus every sublayer's output: exact for Pre-LN and ReZero.
 
     Computes each block's two updates at the input the block receives when
@@ -148,7 +154,15 @@ def stream_decomposition(model, x, *, blocks=None):
 
 
 @leaves_model_unchanged
-def logit_lens(model, x, y, *, blocks=None, loss=None, output_index=None):
+def logit_lens(
+    model: keras.Model,
+    x: ArrayLike,
+    y: Optional[ArrayLike],
+    *,
+    blocks: BlockNames = None,
+    loss: LossLike = None,
+    output_index: Optional[int] = None,
+) -> Results:
     """The loss when the stream at each depth is read out through the model's head.
 
     `loss[l]` is the mean loss of `head(x_l)` against `y`, where `head` is

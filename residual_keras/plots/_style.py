@@ -1,6 +1,7 @@
 """What every figure shares: one palette, one convention (colour = depth, style = variant), one figure helper."""
 
 import os
+from typing import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -59,7 +60,7 @@ def _split_label(label):
     return None
 
 
-def series_styles(labels):
+def series_styles(labels: Sequence[str]) -> list[dict[str, str]]:
     """The figures' one convention: colour = depth, line style and marker = variant.
 
     Labels of the form "<variant>-<depth>" (optionally "-warmup<N>": a run

@@ -1,19 +1,23 @@
 """The size of the residual stream along the network."""
 
-import numpy as np
+from typing import Optional
 
+import numpy as np
+from matplotlib.figure import Figure
+
+from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
     _as_list,
-    _labels,
-    series_styles,
     _figure,
     _finish,
+    _labels,
+    series_styles,
 )
 
 
 def activation_growth(
-    results, labels=None, *, log_y=None, sqrt_reference=None, path=None, banner=None, title=None
-):
+    results: OneOrMore, labels: Labels=None, *, log_y: Optional[bool]=None, sqrt_reference: Optional[int]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+) -> Figure:
     """RMS of the residual stream against depth.
 
     Args:

@@ -1,16 +1,20 @@
 """The instruments while training (`TrainingDynamics` rows) against the epoch."""
 
+from typing import Optional, Sequence
+
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import Labels, PathLike
 from residual_keras.plots._style import (
-    series_styles,
     _finish,
     _panels,
+    series_styles,
 )
 
 
-def dynamics(results, labels=None, *, path=None, banner=None, title=None, epoch_label="epoch"):
+def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None, epoch_label: str="epoch") -> Figure:
     """How the instruments change while training: one line per model, against the epoch.
 
     Args:

@@ -1,23 +1,27 @@
 """Gradient figures: the gradient along the stream, per block's weights, the scalar chain."""
 
+from typing import Optional
+
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
     _as_list,
-    _labels,
     _color,
-    series_styles,
     _figure,
     _finish,
+    _labels,
     _number,
     _positive,
+    series_styles,
 )
 
 
 def gradient_flow(
-    results, labels=None, *, relative=True, path=None, banner=None, title=None
-):
+    results: OneOrMore, labels: Labels=None, *, relative: bool=True, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+) -> Figure:
     """Gradient norm along the residual stream, input to output, for several models.
 
     Args:
@@ -63,7 +67,7 @@ def gradient_flow(
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def layer_gradients(results, labels=None, *, path=None, banner=None, title=None):
+def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The norm of each block's weight gradient against the block's index (Xiong et al. 2020, figure 3).
 
     Args:
@@ -93,7 +97,7 @@ def layer_gradients(results, labels=None, *, path=None, banner=None, title=None)
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def scalar_chain(results, labels=None, *, path=None, banner=None, title=None):
+def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """|gain| of L scalar blocks `f(x) = alpha x`: plain vs residual, log scale.
 
     Plain `|alpha|^L` is dashed, residual `|1 + alpha|^L` solid, one color

@@ -1,24 +1,28 @@
 """Jacobian and depth figures: d x_l / d x_0 along the network, block by block, against depth."""
 
+from typing import Optional, Sequence
+
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
     VARIANT_STYLES,
     _as_list,
-    _labels,
     _color,
-    series_styles,
     _figure,
     _finish,
-    _positive,
+    _labels,
     _panels,
+    _positive,
+    series_styles,
 )
 
 
 def jacobian(
-    results, labels=None, *, references=(), path=None, banner=None, title=None
-):
+    results: OneOrMore, labels: Labels=None, *, references: Sequence[float]=(), path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+) -> Figure:
     """Spectral norm of d x_l / d x_0 against depth l, with `c^l` reference lines.
 
     A result with `cumulative` norms (`jacobian_norm(..., cumulative=True)`)
@@ -101,7 +105,7 @@ def jacobian(
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def jacobian_blocks(results, labels=None, *, path=None, banner=None, title=None):
+def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Each block's Jacobian, their product, and the Jacobian of the whole stack, block by block.
 
     For block l: the block's own spectral norm `||J_l||` (dots), the product
@@ -155,7 +159,7 @@ def jacobian_blocks(results, labels=None, *, path=None, banner=None, title=None)
         axis.legend(fontsize="x-small")
     return _finish(figure, path)
 
-def depth_scaling(summary, *, path=None, banner=None, title=None):
+def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """At initialisation, how the gradient gain, the Jacobian and the stream scale with depth.
 
     Args:

@@ -1,20 +1,24 @@
 """Veit et al.'s experiments on trained networks: lesions, k-block deletion and swaps, paths."""
 
+from typing import Optional
+
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
     _as_list,
-    _labels,
-    series_styles,
     _figure,
     _finish,
-    _positive,
+    _labels,
     _panels,
+    _positive,
+    series_styles,
 )
 
 
-def lesion(results, labels=None, *, path=None, banner=None, title=None):
+def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Bar chart of the metric with each single block removed, and the intact metric.
 
     Several results (e.g. residual and plain) are drawn as grouped bars with
@@ -85,7 +89,7 @@ def lesion(results, labels=None, *, path=None, banner=None, title=None):
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
 
-def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None, title=None):
+def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
 
     Args:
@@ -143,7 +147,7 @@ def block_deletion(deletions, swaps=None, labels=None, *, path=None, banner=None
         axis.set_title("swap two adjacent blocks", fontsize="medium")
     return _finish(figure, path)
 
-def path_gradients(results, labels=None, *, path=None, banner=None, title=None):
+def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s figure 6: how long the paths are, and which lengths carry the gradient.
 
     Left: the share of paths of each length (Binomial(n, 1/2), bars) and the

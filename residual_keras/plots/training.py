@@ -1,11 +1,15 @@
 """Learning curves: a metric against the epoch or step, one panel per variant (He et al.'s Figure 6)."""
 
+from typing import Any, Optional, Sequence
+
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import PathLike
 from residual_keras.plots._style import _finish, _panels, series_styles
 
 
-def curves(panels, *, xlabel, ylabel, note=None, bottom=None, top=None, path=None, banner=None, title=None):
+def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: str, ylabel: str, note: Optional[str]=None, bottom: Optional[float]=None, top: Optional[float]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Curves of several models, one panel per group (e.g. plain left, residual right).
 
     Args:

@@ -1,19 +1,23 @@
 """Transformer figures: what sublayers write, the logit lens, sublayer lesions."""
 
+from typing import Optional, Sequence
+
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from residual_keras._types import Labels, OneOrMore, PathLike, Results
 from residual_keras.plots._style import (
     _as_list,
-    _labels,
-    series_styles,
     _figure,
     _finish,
+    _labels,
     _panels,
+    series_styles,
 )
 
 
-def stream(results, labels=None, *, path=None, banner=None, title=None):
+def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """What attention and feed-forward add to the stream, per block, relative to it.
 
     Args:
@@ -56,7 +60,7 @@ def stream(results, labels=None, *, path=None, banner=None, title=None):
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def logit_lens(results, labels=None, *, reference=None, path=None, banner=None, title=None):
+def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[tuple[float, str]]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The loss of the stream read out through the model's head at every depth.
 
     Args:
@@ -82,7 +86,7 @@ def logit_lens(results, labels=None, *, reference=None, path=None, banner=None, 
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def sublayer_lesions(lesions, sublayers, labels=None, *, path=None, banner=None, title=None):
+def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The loss with one block, or one of its two sublayers, removed, per block.
 
     Args:
