@@ -59,6 +59,23 @@ def test_preset_then_options_override():
     assert _parse([]) == ToyConfig()
 
 
+def _help(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        train_parser("toy", "toy", ToyConfig, PRESETS, "a").parse_args([*argv, "--help"])
+    assert stop.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+
+def test_help_gives_each_option_its_value_in_the_chosen_preset(capsys):
+    default = _help([], capsys)
+    assert "depths [a: 1,2]" in default and "rate [a: 0.1]" in default
+    assert "augment [a: on]" in default and "size [a: none]" in default
+    chosen = _help(["--preset", "b"], capsys)
+    assert "rate [b: 0.5]" in chosen and "size [b: 7]" in chosen
+    assert "[b: b]" not in chosen  # --preset itself is not a config option
+    assert "rate [b: 0.5]" in _help(["--preset=b"], capsys)
+
+
 def test_bad_options_are_config_errors():
     with pytest.raises(ConfigError, match="unknown preset 'zz'"):
         _parse(["--preset", "zz"])

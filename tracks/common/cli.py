@@ -35,8 +35,53 @@ def fail(message):
     return 2
 
 
+class _PresetParser(argparse.ArgumentParser):
+    """An ArgumentParser whose --help gives every config option's value in the chosen preset.
+
+    The options default to None (so that "not given" is visible to
+    `config_from_args`); their effective defaults come from the preset named
+    by `--preset` on the same command line (or the track's default preset),
+    so the help is completed just before parsing.
+    """
+
+    def setup_preset_help(self, config_cls, presets):
+        self._presets = presets
+        fields = {field.name for field in dataclasses.fields(config_cls) if field.metadata.get("cli") is not False}
+        self._config_actions = [action for action in self._actions if action.dest in fields]
+        self._base_help = {action.dest: action.help or "" for action in self._config_actions}
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        preset = _preset_named_in(argv) or self.get_default("default_preset")
+        if preset in getattr(self, "_presets", {}):
+            config = self._presets[preset]
+            for action in self._config_actions:
+                value = _shown(getattr(config, action.dest)).replace("%", "%%")
+                action.help = f"{self._base_help[action.dest]} [{preset}: {value}]".strip()
+        return super().parse_known_args(argv, namespace)
+
+
+def _preset_named_in(argv):
+    """The value of --preset in `argv`, or None."""
+    for index, item in enumerate(argv):
+        if item == "--preset" and index + 1 < len(argv):
+            return argv[index + 1]
+        if item.startswith("--preset="):
+            return item.split("=", 1)[1]
+    return None
+
+
+def _shown(value):
+    """A config value as it would be typed on the command line."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return "none" if value is None else str(value)
+
+
 def train_parser(prog, description, config_cls, presets, default_preset, epilog=None):
-    parser = argparse.ArgumentParser(
+    parser = _PresetParser(
         prog=prog, description=description, epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -55,6 +100,7 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
              f"options only {', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given)",
     )
     add_config_options(parser, config_cls)
+    parser.setup_preset_help(config_cls, presets)
     return parser
 
 
