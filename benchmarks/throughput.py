@@ -120,6 +120,7 @@ def _language_setup(name, args):
 
     layers, width, heads, block, batch = LANGUAGE_SHAPES[name]
     config = dataclasses.replace(PRESETS["quick"], depths=(layers,), variants=("pre",), warmup_steps=(0,),
+                                 warmup_variants=("pre",),
                                  embed_dim=width, num_heads=heads, sequence_length=block, batch_size=batch,
                                  xla=args.xla, precision=args.precision, **_spe(args))
     shakespeare = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"

@@ -47,11 +47,7 @@ class PreActBasicBlock(ConvBlockBase):
     `y = shortcut(x) + f(x)`, or `y = f(x)` when `residual=False`.
 
     Args:
-        filters: int. Output channels of both convolutions.
-        strides: int or (height, width) pair. Stride of the first
-            convolution (2 halves the map). Default 1.
-        kernel_size: int or (height, width) pair. Kernel of both
-            convolutions. Default 3.
+        filters, strides, kernel_size: as in `BasicBlock`.
         activation: the activation after each BatchNorm (a name or a
             callable). Default "relu".
         residual: bool. Add the shortcut (True) or build the plain twin with
@@ -64,12 +60,8 @@ class PreActBasicBlock(ConvBlockBase):
         zero_init_last: bool. Start the last convolution's kernel at 0, so
             the block is `shortcut(x)` at initialisation. Needs
             `residual=True`. Default False (the paper).
-        kernel_initializer: initializer of the conv kernels. Default "he_normal".
-        kernel_regularizer: optional regularizer of the conv kernels.
-        norm_momentum: float. BatchNorm momentum (Keras convention). Default 0.9.
-        norm_epsilon: float. BatchNorm epsilon. Default 1e-5.
-        data_format: "channels_last" or "channels_first". Default None:
-            `keras.config.image_data_format()`.
+        kernel_initializer, kernel_regularizer, norm_momentum, norm_epsilon,
+        data_format: as in `BasicBlock`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:

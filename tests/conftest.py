@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 # On JAX and PyTorch (`KERAS_BACKEND=jax pytest`, .ci/run) the library's
 # tests run: layers, models, generate, plots, instruments.
 TENSORFLOW_ONLY = [
+    "test_benchmarks.py",
     "test_common.py",
     "test_data_identity.py",
     "test_diagnose_model.py",
@@ -26,6 +27,7 @@ TENSORFLOW_ONLY = [
     "test_readme.py",
     "test_report.py",
     "test_vision_data.py",
+    "test_vision_pipeline.py",
     "test_vision_track.py",
     "test_xla.py",
 ]

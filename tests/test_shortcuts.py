@@ -6,25 +6,19 @@ from layer_checks import run_layer_test
 from residual_keras import PadShortcut, ProjectionShortcut
 
 
-def test_pad_shortcut_layer(tmp_path):
+@pytest.mark.parametrize(
+    "layer_class, trainable_weights",
+    [(PadShortcut, 0), (ProjectionShortcut, 3)],  # option B: 1x1 kernel, gamma, beta
+    ids=["pad", "projection"],
+)
+def test_shortcut_layer(tmp_path, layer_class, trainable_weights):
     run_layer_test(
-        PadShortcut,
+        layer_class,
         {"filters": 8, "strides": 2},
         np.random.rand(2, 8, 8, 4).astype("float32"),
         (2, 4, 4, 8),
         tmp_path,
-        expected_num_trainable_weights=0,
-    )
-
-
-def test_projection_shortcut_layer(tmp_path):
-    run_layer_test(
-        ProjectionShortcut,
-        {"filters": 8, "strides": 2},
-        np.random.rand(2, 8, 8, 4).astype("float32"),
-        (2, 4, 4, 8),
-        tmp_path,
-        expected_num_trainable_weights=3,  # 1x1 kernel, gamma, beta
+        expected_num_trainable_weights=trainable_weights,
     )
 
 

@@ -1,4 +1,4 @@
-"""The FLOP counts behind benchmarks/throughput.py's fraction-of-peak column."""
+"""benchmarks/: the FLOP counts behind the fraction-of-peak column, and the configs the benchmark builds."""
 
 import numpy as np
 
@@ -38,3 +38,16 @@ def test_matmul_peak_reports_positive_rates_per_slot():
     peak = fp32_matmul_peak(seconds=0.3, size=128, slot=0.1)
     assert len(peak["slots"]) >= 2 and min(peak["slots"]) > 0
     assert peak["best_gflops"] == max(peak["slots"]) >= peak["median_gflops"]
+
+
+def test_the_benchmark_builds_every_model_config_it_measures():
+    # The benchmark builds its configs from the tracks' presets: a preset change must not break it
+    # silently (one did: the quick language preset gained --warmup-variants).
+    from benchmarks import throughput
+
+    args = throughput.parse_args(["--models", "chargpt,chargpt-6x384"])
+    for name in args.models:
+        config, _, _, units_per_step, unit = throughput._language_setup(name, args)
+        layers, width, heads, block, batch = throughput.LANGUAGE_SHAPES[name]
+        assert (config.depths, config.embed_dim, config.num_heads) == ((layers,), width, heads)
+        assert (units_per_step, unit) == (batch * block, "tokens")
