@@ -219,9 +219,9 @@ def _torch_importable():
 
 
 def _cpu_xla_default(track):
-    from tracks.common.runtime import CPU_XLA
+    import importlib
 
-    return CPU_XLA[track]
+    return importlib.import_module(f"tracks.{track}.presets").CPU_XLA
 
 
 def main(argv=None):

@@ -1,8 +1,11 @@
 """Small input checks shared by the layers and builders.
 
 Every public entry point validates its arguments here so that a student gets
-one clear `ValueError` naming the bad value and the accepted ones.
+one clear `ValueError` naming the bad value and the accepted ones; the tracks
+use the same checks (`check_int`) for their data pipelines.
 """
+
+import numpy as np
 
 
 def check_choice(name, value, choices):
@@ -20,11 +23,20 @@ def check_bool(name, value, hint=""):
     return value
 
 
+def check_int(name, value, minimum=1):
+    """`value` as an int; `ValueError` unless it is an integer (Python or NumPy, not a bool) >= `minimum`.
+
+    The one integer check of the package and of the tracks.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {wanted}, got {value!r}.")
+    return int(value)
+
+
 def check_positive_int(name, value):
-    """Raises `ValueError` unless `value` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return value
+    """`check_int(name, value, minimum=1)`."""
+    return check_int(name, value, 1)
 
 
 DATA_FORMATS = ("channels_last", "channels_first")

@@ -30,7 +30,7 @@ shortcut follow it).
 import keras
 
 from residual_keras._checks import check_bool, check_positive_int
-from residual_keras._conv_block import ConvBlockBase
+from residual_keras._conv_block import NORMS, ConvBlockBase  # noqa: F401  (NORMS: its old home)
 from residual_keras._types import IntOrPair
 
 

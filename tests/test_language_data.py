@@ -375,9 +375,9 @@ def test_validation_plan_on_nanogpt_val_split():
 
 def test_make_lm_datasets_rejects_bad_sizes():
     data = small_data(train_length=100, val_length=50)
-    with pytest.raises(ValueError, match="sequence_length must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="sequence_length must be a positive integer, got 0"):
         make_lm_datasets(data, 0, 4)
-    with pytest.raises(TypeError, match="batch_size must be an int, got str"):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got '4'"):
         make_lm_datasets(data, 8, "4")
     with pytest.raises(ValueError, match="100 training tokens are shorter than one window"):
         make_lm_datasets(data, 100, 4)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from track_helpers import Killed, kill_at, run_cli, snapshot
+from track_helpers import Killed, assert_refused_in_one_line, kill_at, run_cli, snapshot
 from tracks.common.training import read_metrics_rows
 from tracks.language.__main__ import main
 
@@ -143,10 +143,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    code, _, err = run_cli(main, SMOKE + extra + ["--out", tmp_path / "run"], capsys)
-    assert code == 2
-    assert message in err and err.count("\n") == 1
-    assert not (tmp_path / "run").exists()
+    assert_refused_in_one_line(main, SMOKE + extra, tmp_path / "run", capsys, message)
 
 
 def test_resume_refuses_a_vision_run_and_sample_refuses_an_unfinished_one(tmp_path, capsys):

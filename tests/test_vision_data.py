@@ -63,7 +63,7 @@ def test_parse_source_rejects_bad_values_naming_them(source, words):
 
 
 def test_load_rejects_bad_sizes():
-    with pytest.raises(ValueError, match="train_size must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="train_size must be a positive integer, got 0"):
         load_vision_data("synthetic", train_size=0, log=quiet)
     with pytest.raises(ValueError, match="validation_size 90 \\+ train_size 20 exceeds the 100"):
         load_vision_data(

@@ -30,6 +30,14 @@ class Killed(BaseException):
     """Stands for SIGKILL: not an Exception, so nothing in the code catches it."""
 
 
+def assert_refused_in_one_line(main, argv, out, capsys, message):
+    """`main(argv + --out out)` exits 2 with `message` on one stderr line, and writes nothing."""
+    code, _, err = run_cli(main, [*argv, "--out", out], capsys)
+    assert code == 2
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def raise_killed():
     raise Killed
 

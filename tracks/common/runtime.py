@@ -14,10 +14,6 @@ import platform
 import keras
 import tensorflow as tf
 
-# XLA on a CPU, per track, as measured faster by benchmarks/throughput.py
-# (see benchmarks/NOTES.md). On GPUs XLA is always the default.
-CPU_XLA = {"vision": False, "language": True}
-
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
 STRATEGIES = ("none", "mirrored", "multiworker")

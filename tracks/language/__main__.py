@@ -30,10 +30,10 @@ from tracks.common.cli import (
     train_parser,
 )
 from tracks.common.run_dir import RunFileError, describe_os_error, read_json
-from tracks.common.runtime import CPU_XLA, setup_runtime
+from tracks.common.runtime import setup_runtime
 from tracks.common.training import run_grid
 from tracks.language import experiment, report
-from tracks.language.presets import PRESETS, LanguageConfig
+from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
 
 TRACK = "language"
 PROG = "python -m tracks.language"
@@ -80,7 +80,7 @@ def prepare(args):
 def train(config, run, data):
     """Trains the grid of a prepared run, then writes its report and samples."""
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
-                            cpu_xla=CPU_XLA[TRACK])
+                            cpu_xla=CPU_XLA)
     data.vocab.save(run.path / "vocab.json")
     specs = experiment.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(config, runtime.accelerator),

@@ -9,8 +9,7 @@ into non-overlapping windows (`validation_plan`).
 
 from typing import NamedTuple
 
-import numpy as np
-
+from residual_keras._checks import check_int
 from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
 
 
@@ -53,14 +52,6 @@ def validation_plan(num_tokens, sequence_length, batch_size, val_batch_size=None
     return ValidationPlan(val_batch_size, batches, windows, predicted, num_tokens - 1 - predicted)
 
 
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)
-
-
 def make_lm_datasets(
     data,
     sequence_length,
@@ -97,10 +88,10 @@ def make_lm_datasets(
     """
     import tensorflow as tf
 
-    sequence_length = _positive_int("sequence_length", sequence_length)
-    batch_size = _positive_int("batch_size", batch_size)
+    sequence_length = check_int("sequence_length", sequence_length)
+    batch_size = check_int("batch_size", batch_size)
     if val_batch_size is not None:
-        val_batch_size = _positive_int("val_batch_size", val_batch_size)
+        val_batch_size = check_int("val_batch_size", val_batch_size)
 
     train = training_windows(data, sequence_length, batch_size, seed=seed, first_step=initial_step)
 
@@ -132,8 +123,8 @@ def training_windows(data, sequence_length, batch_size, *, seed=0, first_step=0,
     """
     import tensorflow as tf
 
-    sequence_length = _positive_int("sequence_length", sequence_length)
-    batch_size = _positive_int("batch_size", batch_size)
+    sequence_length = check_int("sequence_length", sequence_length)
+    batch_size = check_int("batch_size", batch_size)
     num_train = len(data.train_tokens)
     if num_train < sequence_length + 1:
         raise ValueError(
@@ -157,7 +148,7 @@ def training_windows(data, sequence_length, batch_size, *, seed=0, first_step=0,
 
     steps_dataset = tf.data.Dataset.counter(start=first_step)
     if steps is not None:
-        steps_dataset = steps_dataset.take(_positive_int("steps", steps))
+        steps_dataset = steps_dataset.take(check_int("steps", steps))
     return without_autotune(
         steps_dataset.map(random_windows, num_parallel_calls=PARALLEL_CALLS, deterministic=True)
     )

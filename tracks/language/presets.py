@@ -137,6 +137,11 @@ class LanguageConfig(RuntimeOptions):
             raise ValueError(f"--layer-norm-epsilon must be > 0, got {self.layer_norm_epsilon}")
 
 
+# XLA with `--xla auto` on a CPU: XLA fuses the GPT's many small element-wise ops
+# (benchmarks/throughput.py, benchmarks/NOTES.md). On GPUs `auto` is always XLA.
+CPU_XLA = True
+
+
 PRESETS = {
     "smoke": LanguageConfig(
         preset="smoke", depths=(1, 2), embed_dim=32, num_heads=2, sequence_length=32,

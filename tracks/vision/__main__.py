@@ -24,10 +24,10 @@ from tracks.common.cli import (
     train_command,
     train_parser,
 )
-from tracks.common.runtime import CPU_XLA, setup_runtime
+from tracks.common.runtime import setup_runtime
 from tracks.common.training import run_grid
 from tracks.vision import experiment, report
-from tracks.vision.presets import PRESETS, VisionConfig
+from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
 
 TRACK = "vision"
 PROG = "python -m tracks.vision"
@@ -125,7 +125,7 @@ def train(config, run, data):
     from tracks.vision.data import training_epochs
 
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
-                            cpu_xla=CPU_XLA[TRACK])
+                            cpu_xla=CPU_XLA)
     num_train = len(data.y_train)
     specs = experiment.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(config, num_train, runtime.accelerator),

@@ -133,6 +133,11 @@ class VisionConfig(RuntimeOptions):
             raise ValueError(f"--weight-decay must be >= 0, got {self.weight_decay}")
 
 
+# XLA with `--xla auto` on a CPU: XLA's CPU convolutions are slower than TensorFlow's oneDNN ones
+# (benchmarks/throughput.py, benchmarks/NOTES.md). On GPUs `auto` is always XLA.
+CPU_XLA = False
+
+
 PRESETS = {
     # Seconds: for tests and a first look. Tiny nets, synthetic-sized data.
     "smoke": VisionConfig(

@@ -29,8 +29,9 @@ and tf.data's autotuning off (tracks/common/input_pipeline.py says why).
 
 import numpy as np
 
+from residual_keras._checks import check_int
 from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
-from tracks.vision.data.sources import _check_int
+
 
 def make_datasets(
     data, batch_size, *, augment=True, seed=0, padding=None, eval_drop_remainder=False, epoch=0
@@ -77,8 +78,8 @@ def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):
     """
     import tensorflow as tf
 
-    _check_int("batch_size", batch_size, minimum=1)
-    _check_int("seed", seed, minimum=0)
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("seed", seed, minimum=0)
     count = len(data.x_train)
     if batch_size > count:
         raise ValueError(
@@ -87,7 +88,7 @@ def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):
         )
     height = data.x_train.shape[1]
     padding = height // 8 if padding is None else padding
-    _check_int("padding", padding, minimum=0)
+    check_int("padding", padding, minimum=0)
     steps = count // batch_size
 
     with tf.device("/cpu:0"):  # tf.data runs on the host: keep its tensors there
@@ -104,7 +105,7 @@ def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):
         return images, labels
 
     def epoch_batches(epoch):
-        _check_int("epoch", epoch, minimum=0)
+        check_int("epoch", epoch, minimum=0)
         fold_in = tf.random.experimental.stateless_fold_in
         order_seed = fold_in(tf.constant([seed, 0], tf.int64), epoch)
         augment_seed = fold_in(tf.constant([seed, 1], tf.int64), epoch)

@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 
+from residual_keras._checks import check_int
 from tracks.common import tfds_source
 from tracks.vision.data.folder import _load_folder
 from tracks.vision.data.synthetic import (
@@ -182,11 +183,11 @@ def load_vision_data(
             requested where it is neither prepared nor downloadable.
     """
     source = parse_source(source)
-    _check_int("seed", seed, minimum=0)
-    _check_int("validation_size", validation_size, minimum=0)
-    _check_int("image_size", image_size, minimum=8)
+    check_int("seed", seed, minimum=0)
+    check_int("validation_size", validation_size, minimum=0)
+    check_int("image_size", image_size, minimum=8)
     if train_size is not None:
-        _check_int("train_size", train_size, minimum=1)
+        check_int("train_size", train_size, minimum=1)
 
     banner = None
     if source in ("auto", "cifar10"):
@@ -250,11 +251,6 @@ def _fallback_banner(reason):
         "WARNING: USING SYNTHETIC IMAGES, NOT CIFAR-10. Results are not comparable "
         f"with any paper. Reason: {reason}"
     )
-
-
-def _check_int(name, value, *, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
 
 
 def normalisation_statistics(x_train):
