@@ -19,7 +19,6 @@ prefetch queue are all they need.
 import os
 
 
-
 def _usable_cores():
     try:
         return len(os.sched_getaffinity(0))  # the cores this process may run on
