@@ -21,9 +21,11 @@ own build and compile code), so the numbers are what a track run gets.
 """
 
 import argparse
+import importlib
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -101,26 +103,24 @@ def preset_run(track, data, seconds):
         rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
         epochs[csv.stem] = [float(row[1]) for row in rows]
     result = {"track": track, "data": data, "observed_s": round(wall, 1), "epoch_seconds": epochs}
-    first = next((times for times in epochs.values() if len(times) >= 2), None)
-    if first is None:
+    observed = next(((name, times) for name, times in epochs.items() if len(times) >= 2), None)
+    if observed is None:
         result["projection"] = "fewer than 2 finished epochs: no projection"
         return result
-    steady = statistics.median(first[1:])  # the first epoch includes compilation
-    if track == "vision":
-        # Every model of the preset, scaled by depth (the step time of these nets is about linear in depth).
-        depths, variants = config["depths"], config["variants"]
-        first_depth = depths[0]
-        total = sum(steady * depth / first_depth * config["epochs"] for depth in depths for _ in variants)
-        models = len(depths) * len(variants)
-    else:
-        # Language "epochs" are evaluation intervals; every model has the same steps, widths scale with depth.
-        depths, variants = config["depths"], config["variants"]
-        intervals = config["steps"] / config["eval_interval"]
-        total = sum(steady * depth / depths[0] * intervals for depth in depths for _ in variants)
-        models = len(depths) * len(variants)
+    name, times = observed
+    steady = statistics.median(times[1:])  # the first epoch includes compilation
+    # Model ids end in the depth ("residual-56", "pre-6-warmup100"); a step's time is about linear in depth.
+    observed_depth = int(re.search(r"-(\d+)(?:-warmup\d+)?$", name).group(1))
+    # Vision "epochs" are epochs; language "epochs" are evaluation intervals of equal length.
+    per_model = config["epochs"] if track == "vision" else config["steps"] / config["eval_interval"]
+    # The preset's models, as the track lists them (the language grid adds warm-up variants).
+    experiment = importlib.import_module(f"tracks.{track}.experiment")
+    specs = experiment.grid(importlib.import_module(f"tracks.{track}.presets").PRESETS["fast"])
+    total = sum(steady * spec.depth / observed_depth * per_model for spec in specs)
+    models = len(specs)
     result.update(steady_epoch_s=round(steady, 2), models=models,
                   projected_total_min=round(total / 60, 1),
-                  projection="median epoch after the first x epochs x models, scaled by depth")
+                  projection=f"median epoch of {name} after its first x epochs x models, scaled by depth")
     return result
 
 
