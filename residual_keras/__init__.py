@@ -32,8 +32,7 @@ from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
 from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
 from residual_keras.transformer import TransformerBlock
-
-__version__ = "0.1.0"
+from residual_keras._version import __version__
 
 __all__ = [
     "BasicBlock",

@@ -18,9 +18,9 @@ def summary(track):
 
 
 def version():
-    """The package's version, read from residual_keras/__init__.py without importing Keras."""
-    origin = importlib.util.find_spec("residual_keras").origin
-    for node in ast.parse(pathlib.Path(origin).read_text()).body:
+    """The package's version, read from residual_keras/_version.py without importing Keras."""
+    origin = pathlib.Path(importlib.util.find_spec("residual_keras").origin).with_name("_version.py")
+    for node in ast.parse(origin.read_text()).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__version__":
             return node.value.value
     return "unknown"
