@@ -3,7 +3,11 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import functools  # noqa: E402
+import re  # noqa: E402
+
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 # The tracks train with TensorFlow (tf.data, tf.distribute, tfds): their tests,
@@ -43,3 +47,28 @@ def _seeded_and_clean(tmp_path_factory, monkeypatch):
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+@functools.cache
+def _channels_first_conv_refusal():
+    """Why a channels_first (NCHW) float32 convolution cannot run here, or None.
+
+    TensorFlow's CPU kernels run NCHW only through oneDNN, which TensorFlow
+    turns on by itself only on CPUs with AVX-512 (or with
+    TF_ENABLE_ONEDNN_OPTS=1); elsewhere Conv2D refuses NCHW on the CPU."""
+    try:
+        keras.layers.Conv2D(1, 1, data_format="channels_first")(np.zeros((1, 1, 2, 2), "float32"))
+    except Exception as error:  # the backend's own "unimplemented" error type
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        said = [line for line in lines if "NHWC" in line or "NCHW" in line] or lines[:1]
+        return re.sub(r"\x1b\[[0-9;]*m|\{\{[^}]*\}\}", "", said[0]).strip()[:200]
+    return None
+
+
+@pytest.fixture
+def channels_first_conv():
+    """Skips a test, with the backend's own words, where NCHW convolutions cannot run."""
+    refusal = _channels_first_conv_refusal()
+    if refusal is not None:
+        pytest.skip(f"no channels_first convolution on this machine ({keras.backend.backend()}, "
+                    f"CPU without oneDNN): {refusal}")

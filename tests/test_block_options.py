@@ -56,7 +56,8 @@ def test_new_options_pass_the_layer_checks(tmp_path, layer_cls, kwargs, expected
     ],
     ids=["basic", "basic-A", "basic-B", "bottleneck", "preact", "fixup", "pad", "projection"],
 )
-def test_channels_first_passes_the_layer_checks(tmp_path, layer_cls, kwargs, expected_shape):
+def test_channels_first_passes_the_layer_checks(tmp_path, layer_cls, kwargs, expected_shape,
+                                                channels_first_conv):
     policies = ("mixed_bfloat16", "mixed_float16")
     if keras.backend.backend() == "tensorflow" and not _tensorflow_gpu():
         # TensorFlow's own limit: "The Conv2D op currently only supports the NHWC
@@ -84,7 +85,8 @@ def _tensorflow_gpu():
     ids=["basic-A", "basic-B", "bottleneck", "preact", "fixup"],
 )
 @pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
-def test_channels_first_computes_the_channels_last_block_transposed(layer_cls, kwargs, training):
+def test_channels_first_computes_the_channels_last_block_transposed(layer_cls, kwargs, training,
+                                                                    channels_first_conv):
     # Same weights (Keras stores conv kernels as (kh, kw, in, out) in both
     # formats), inputs transposed: the outputs must be the same numbers
     # transposed. In training mode this checks that BatchNorm normalises
@@ -168,7 +170,7 @@ def test_kernel_size_reaches_the_convolutions():
 
 
 @pytest.mark.parametrize("layer_cls", [BasicBlock, PreActBasicBlock])
-def test_default_data_format_follows_keras_config(layer_cls):
+def test_default_data_format_follows_keras_config(layer_cls, channels_first_conv):
     keras.config.set_image_data_format("channels_first")
     try:
         block = layer_cls(8, strides=2)
