@@ -1,12 +1,19 @@
-# residual_keras in a container: both tracks, ready for NVIDIA GPUs.
+# residual_keras in a container: both tracks, on an NVIDIA GPU or on a CPU.
 #
-#   docker build -t residual-keras .
-#   docker build --build-arg PREFETCH_DATA=1 -t residual-keras:data .  # CIFAR-10 + Tiny Shakespeare inside
+#   docker build -t residual-keras .                                       # GPU image (CUDA wheels)
+#   docker build --build-arg DEVICE=cpu -t residual-keras:cpu .            # CPU image, for laptops
+#   docker build --build-arg PREFETCH_DATA=1 -t residual-keras .           # CIFAR-10 + Tiny Shakespeare inside
 #   docker run --rm --gpus all -v "$PWD/runs:/home/student/runs" residual-keras \
 #       python -m tracks.vision --preset fast
 #
+# .ci/docker_check builds both images from this file and runs them as the
+# README says (help, both smoke presets on mounted data, a resume after
+# `docker kill`); the README's Docker section lists the measured sizes.
+#
 # Base image: plain Python, pinned by its full tag (CPython 3.11.14, Debian 12
-# "bookworm"). The GPU stack comes from pip, not from the base image:
+# "bookworm"). BASE_IMAGE replaces it where no registry is reachable (CI
+# builds on a Debian bookworm stand-in made with debootstrap: see
+# .ci/docker_check). The GPU stack comes from pip, not from the base image:
 # tensorflow[and-cuda] (our `gpu` extra) installs CUDA, cuDNN and NCCL as
 # wheels whose versions TensorFlow itself pins, so the host needs only the
 # NVIDIA driver and the NVIDIA Container Toolkit (`docker run --gpus all`).
@@ -16,14 +23,18 @@
 # A digest (@sha256:...) would pin the base byte for byte; add one with
 # `docker buildx imagetools inspect python:3.11.14-slim-bookworm` when you
 # build (it was written without access to a registry).
-FROM python:3.11.14-slim-bookworm
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm
+FROM ${BASE_IMAGE}
 
 # PIP_NO_CACHE_DIR keeps pip's download cache out of the layers (the flag is
 # also spelled out on every pip command). pip runs as root on purpose: the
 # image's own Python has no system packages to break. TFDS_DATA_DIR is where
 # both tracks look for CIFAR-10 and Tiny Shakespeare (and where PREFETCH_DATA
-# puts them). MPLCONFIGDIR: a writable matplotlib cache for any --user.
-ENV PYTHONDONTWRITEBYTECODE=1 \
+# puts them). HOME and MPLCONFIGDIR: writable for any --user (Docker sets
+# HOME to / for a uid the image does not know; Keras and the image-folder
+# cache write under HOME).
+ENV HOME=/home/student \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -34,36 +45,55 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # No apt packages are needed: the TensorFlow, CUDA and matplotlib wheels
 # bundle their native libraries. uid 1000 matches the first user of most
-# Linux hosts, so a bind-mounted runs/ directory stays writable.
+# Linux hosts; any other uid runs with `--user "$(id -u):$(id -g)"`, so the
+# home directory (the working directory, where runs/ goes) is writable by
+# every user, like /tmp.
 RUN groupadd --gid 1000 student \
     && useradd --create-home --uid 1000 --gid 1000 --shell /bin/bash student \
+    && chmod 1777 /home/student \
     && mkdir -p "$TFDS_DATA_DIR" \
     && chown student:student "$TFDS_DATA_DIR"
 
 WORKDIR /opt/residual_keras
 
-# Layer caching. TensorFlow with its CUDA wheels is several GB; the package's
-# own code is a few hundred kB and changes often. So the dependencies are
-# installed from pyproject.toml alone: setuptools then finds none of the
-# packages (residual_keras*, tracks*) and builds an empty `residual-keras`
-# whose only effect is to pull in every dependency of the `gpu` extra. The
+# Layer caching. TensorFlow (with its CUDA wheels on the GPU image) is several
+# GB; the package's own code is a few hundred kB and changes often. So the
+# dependencies are installed from pyproject.toml and the version file alone
+# (pyproject reads the version from residual_keras/_version.py): setuptools
+# finds no package there (no __init__.py) and builds an empty
+# `residual-keras` whose only effect is to pull in every dependency. The
 # README is a placeholder here because setuptools reads it for the metadata:
-# copying the real one would re-download TensorFlow after every README edit.
-# The trade-off: an edit of pyproject.toml (a dependency, the version, a
-# setting) re-runs this layer.
+# copying the real one would reinstall TensorFlow after every README edit.
+# An edit of pyproject.toml or of the version re-runs this layer.
+# TensorFlow's C++ headers (tensorflow/include, 430 MB) are removed: they
+# serve only to compile custom TensorFlow ops, which nothing here does.
+# DEVICE selects the TensorFlow build: gpu, tensorflow[and-cuda] (the `gpu`
+# extra, about 7 GB); cpu, plain tensorflow, no CUDA wheels (for laptops).
 # (DL3013 asks for pinned versions: it takes ".[gpu]", this directory with
 # the gpu extra, for a package name. The versions are set in pyproject.toml.)
 COPY pyproject.toml ./
+COPY residual_keras/_version.py residual_keras/_version.py
+ARG DEVICE=gpu
 # hadolint ignore=DL3013
-RUN touch README.md \
-    && pip install --no-cache-dir ".[gpu]"
+RUN case "$DEVICE" in \
+        gpu) target=".[gpu]" ;; \
+        cpu) target="." ;; \
+        *) echo "DEVICE must be gpu or cpu, got '$DEVICE'" >&2; exit 1 ;; \
+    esac \
+    && touch README.md \
+    && pip install --no-cache-dir "$target" \
+    && pip uninstall --yes residual-keras \
+    && rm -rf README.md build ./*.egg-info \
+    && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    && rm -rf "$site/tensorflow/include"
 
-# The real package, over the empty one: fast, --no-deps since they are in.
-# Installed (not editable), so `python -m tracks.vision` works from any
-# directory; the source stays here to read.
+# The real package: fast, --no-deps since they are in. Installed (not
+# editable), so `python -m tracks.vision` works from any directory; the
+# source stays here to read. .dockerignore lets in only what pip installs.
 COPY . .
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir --no-deps --force-reinstall ".[gpu]"
+RUN pip install --no-cache-dir --no-deps . \
+    && rm -rf build ./*.egg-info
 
 # From here on: the unprivileged user created above (uid 1000, "student";
 # numeric so that the host and Kubernetes can tell it is not root). Runs go
