@@ -3,8 +3,10 @@
 The Jacobian of a residual block is I + df/dx, so the gradient keeps an
 identity path through any depth; a plain stack multiplies L Jacobians and
 vanishes or explodes. This package gives the layers to build both kinds of
-network side by side, the builders of the networks the course trains, and
-instruments that measure the difference.
+network side by side (`Residual` makes any branch a block), the builders of
+the networks the course trains, and instruments that measure the
+difference on any model whose blocks follow the residual protocol
+(`residual_keras.residual`).
 """
 
 from residual_keras import diagnostics, models, plots
@@ -29,6 +31,7 @@ from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
 from residual_keras.generate import generate
 from residual_keras.models import cifar_resnet, count_trainable_params, transformer_lm
 from residual_keras.preact_blocks import PreActBasicBlock
+from residual_keras.residual import Residual, ResidualStep, check_residual_steps
 from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
 from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
 from residual_keras.transformer import TransformerBlock
@@ -41,6 +44,8 @@ __all__ = [
     "PadShortcut",
     "PreActBasicBlock",
     "ProjectionShortcut",
+    "Residual",
+    "ResidualStep",
     "ScalarBias",
     "ScalarScale",
     "TokenAndPositionEmbedding",
@@ -48,6 +53,7 @@ __all__ = [
     "TransformerBlock",
     "activation_norms",
     "calibrate_batchnorm",
+    "check_residual_steps",
     "cifar_resnet",
     "count_trainable_params",
     "delete_blocks",

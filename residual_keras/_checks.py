@@ -5,6 +5,9 @@ one clear `ValueError` naming the bad value and the accepted ones; the tracks
 use the same checks (`check_int`) for their data pipelines.
 """
 
+import functools
+import re
+
 import numpy as np
 
 
@@ -42,13 +45,54 @@ def check_positive_int(name, value):
 DATA_FORMATS = ("channels_last", "channels_first")
 
 
-def check_data_format(data_format):
-    """`data_format`, or Keras' global `image_data_format()` when None; `ValueError` otherwise."""
+def check_data_format(data_format, convolves=True):
+    """`data_format`, or Keras' global `image_data_format()` when None; `ValueError` otherwise.
+
+    For a layer that convolves, also `ValueError` for "channels_first" where
+    the backend cannot convolve in that layout (`channels_first_refusal`), so
+    that a model fails when it is made, with the reason, instead of in its
+    first prediction.
+    """
     if data_format is None:
         import keras
 
         data_format = keras.config.image_data_format()
-    return check_choice("data_format", data_format, DATA_FORMATS)
+    check_choice("data_format", data_format, DATA_FORMATS)
+    if data_format == "channels_first" and convolves:
+        refusal = channels_first_refusal()
+        if refusal is not None:
+            raise ValueError(refusal)
+    return data_format
+
+
+@functools.cache
+def channels_first_refusal():
+    """Why this backend cannot run a channels_first convolution here, or None (it can).
+
+    TensorFlow's CPU kernels convolve (batch, channels, height, width) only
+    through oneDNN, which TensorFlow turns on by itself only on CPUs with
+    AVX-512 (TF_ENABLE_ONEDNN_OPTS=1 forces it); elsewhere every eager
+    prediction, training step and instrument of a channels_first model
+    fails (only XLA-compiled steps run).
+    Found by trying one tiny convolution, once per process.
+    """
+    import keras
+
+    try:
+        keras.ops.conv(keras.ops.zeros((1, 1, 2, 2)), keras.ops.zeros((1, 1, 1, 1)),
+                       data_format="channels_first")
+    except Exception as error:  # noqa: BLE001  (each backend has its own "unimplemented" error)
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        said = next((line for line in lines if "NCHW" in line or "NHWC" in line), lines[0] if lines else "")
+        said = re.sub(r"\x1b\[[0-9;]*m|\{\{[^}]*\}\}|\s*name:\s*$", "", said).strip()[:200]
+        return (
+            f"data_format='channels_first' cannot run on this machine with the {keras.backend.backend()} "
+            f"backend ({said}). TensorFlow convolves channels_first on a CPU only with oneDNN, which it "
+            "turns on for CPUs with AVX-512 (or with TF_ENABLE_ONEDNN_OPTS=1); only XLA-compiled "
+            "steps would run, not predict() or the instruments. Use channels_last (the default), "
+            "a GPU, or the JAX or PyTorch backend."
+        )
+    return None
 
 
 def channel_axis(data_format):

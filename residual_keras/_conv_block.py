@@ -23,6 +23,7 @@ from residual_keras._checks import (
 )
 from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
+from residual_keras.residual import ResidualStep
 from residual_keras._types import (
     Activation,
     InitializerLike,
@@ -39,7 +40,10 @@ class ConvBlockBase(layers.Layer):
 
     Subclasses build their branch in `build_branch(input_shape)` and write
     `branch(x)` (the residual function f) and `call` (how f and the shortcut
-    combine); `output_channels` is `filters` unless a subclass says otherwise.
+    combine), and say in `after_addition` what `call` applies after the
+    addition, so that `residual_steps` (the residual protocol the
+    instruments read, residual.py) describes `call`; `output_channels` is
+    `filters` unless a subclass says otherwise.
     """
 
     def __init__(
@@ -122,6 +126,20 @@ class ConvBlockBase(layers.Layer):
         if self.shortcut_layer is None:
             return inputs
         return self.shortcut_layer(inputs, training=training)
+
+    @property
+    def after_addition(self):
+        """What `call` applies after `shortcut(x) + f(x)` (a function), or None for nothing."""
+        return None
+
+    def residual_steps(self, *unused_args, **unused_kwargs):
+        """One step, `after_addition(shortcut(x) + f(x))`: the residual protocol (residual.py)."""
+        return [ResidualStep(
+            "",
+            branch=lambda x: self.branch(x, training=False),
+            shortcut=(lambda x: self.shortcut_path(x, training=False)) if self.residual else None,
+            post=self.after_addition,
+        )]
 
     def compute_output_shape(self, input_shape):
         return strided_output_shape(input_shape, self.strides, self.output_channels, self.data_format)

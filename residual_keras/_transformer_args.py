@@ -1,4 +1,4 @@
-"""TransformerBlock's arguments: keras-hub's aliases and the deprecated spellings, resolved in one place.
+"""TransformerBlock's arguments: keras-hub's aliases, the deprecated spelling, positional traps, in one place.
 
 `transformer_lm` (models.py) and `TransformerBlock` (transformer.py) take the
 same `residual`, `rezero` and `norm_position`; both resolve them here, so a
@@ -45,23 +45,17 @@ def resolve_norm_position(norm_position, normalize_first=None):
     return check_choice("norm_position", "pre" if norm_position is None else norm_position, NORM_POSITIONS)
 
 
-def heads_from_positional(args, num_heads, intermediate_dim, stacklevel=3):
-    """(num_heads, intermediate_dim), from keywords or the deprecated positional `(num_heads, intermediate_dim)`."""
-    if not args:
-        return num_heads, intermediate_dim
-    if len(args) > 2 or num_heads is not None:
+def refuse_positional(args):
+    """Raises `TypeError` for positional arguments: the libraries TransformerBlock is ported from disagree on their order."""
+    if args:
         raise TypeError(
-            "TransformerBlock takes keyword arguments: TransformerBlock(num_heads=..., "
-            "intermediate_dim=...). keras-io's TransformerBlock(embed_dim, num_heads, ff_dim) "
-            "is TransformerBlock(num_heads=num_heads, intermediate_dim=ff_dim) here (the width "
-            f"comes from the input); got {len(args)} positional arguments."
+            "TransformerBlock takes keyword arguments only: TransformerBlock(num_heads=..., "
+            "intermediate_dim=...). keras-io's TransformerBlock(embed_dim, num_heads, ff_dim) is "
+            "TransformerBlock(num_heads=num_heads, intermediate_dim=ff_dim) here (the width comes "
+            "from the input), and keras-hub's TransformerDecoder(intermediate_dim, num_heads) is "
+            f"TransformerBlock(num_heads=num_heads, intermediate_dim=intermediate_dim); got "
+            f"{len(args)} positional argument(s) {args!r}."
         )
-    warnings.warn(
-        "Positional arguments to TransformerBlock are deprecated (keras-hub puts "
-        "intermediate_dim first, this package put num_heads first): pass num_heads= and "
-        "intermediate_dim= by name.", DeprecationWarning, stacklevel=stacklevel,
-    )
-    return args[0], args[1] if len(args) == 2 else intermediate_dim
 
 
-__all__ = ["NORM_POSITIONS", "check_residual", "heads_from_positional", "resolve_norm_position", "resolve_residual"]
+__all__ = ["NORM_POSITIONS", "check_residual", "refuse_positional", "resolve_norm_position", "resolve_residual"]

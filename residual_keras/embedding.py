@@ -6,7 +6,6 @@ GPT and GPT-2). Every block then adds to it, `x_l = x_{l-1} + F_l(...)`, so
 this sum is what the identity paths carry all the way to the output.
 """
 
-import warnings
 from typing import Optional
 
 import keras
@@ -42,9 +41,8 @@ class TokenAndPositionEmbedding(layers.Layer):
     Arguments are keyword-only: keras-io's example class takes `(maxlen,
     vocab_size, embed_dim)` and keras-hub's `(vocabulary_size,
     sequence_length, embedding_dim)`, so a positional order would silently
-    swap sizes. keras-hub's names are accepted too. (Three positional
-    arguments in this package's old order `(vocab_size, sequence_length,
-    embed_dim)` still work, with a DeprecationWarning.)
+    swap sizes; positional arguments are refused with the translation.
+    keras-hub's names are accepted too.
 
     Args:
         vocab_size: int. Number of token ids; ids must be in [0, vocab_size).
@@ -79,19 +77,14 @@ class TokenAndPositionEmbedding(layers.Layer):
         **kwargs,
     ) -> None:
         if args:
-            if len(args) != 3 or any(v is not None for v in (vocab_size, sequence_length, embed_dim)):
-                raise TypeError(
-                    "TokenAndPositionEmbedding takes keyword arguments: vocab_size=, sequence_length=, "
-                    "embed_dim= (keras-io's TokenAndPositionEmbedding(maxlen, vocab_size, embed_dim) is "
-                    "TokenAndPositionEmbedding(vocab_size=vocab_size, sequence_length=maxlen, "
-                    f"embed_dim=embed_dim)); got {len(args)} positional arguments."
-                )
-            warnings.warn(
-                "Positional arguments to TokenAndPositionEmbedding are deprecated (keras-io's example "
-                "class takes (maxlen, vocab_size, embed_dim)): pass vocab_size=, sequence_length= and "
-                "embed_dim= by name.", DeprecationWarning, stacklevel=2,
+            raise TypeError(
+                "TokenAndPositionEmbedding takes keyword arguments only: vocab_size=, "
+                "sequence_length=, embed_dim=. keras-io's TokenAndPositionEmbedding(maxlen, "
+                "vocab_size, embed_dim) is TokenAndPositionEmbedding(vocab_size=vocab_size, "
+                "sequence_length=maxlen, embed_dim=embed_dim), and keras-hub's "
+                "(vocabulary_size, sequence_length, embedding_dim) takes those names; got "
+                f"{len(args)} positional argument(s) {args!r}."
             )
-            vocab_size, sequence_length, embed_dim = args
         vocab_size = _alias("vocab_size", vocab_size, "vocabulary_size", vocabulary_size)
         embed_dim = _alias("embed_dim", embed_dim, "embedding_dim", embedding_dim)
         super().__init__(**kwargs)

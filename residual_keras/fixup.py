@@ -37,6 +37,7 @@ from residual_keras._checks import (
     strided_output_shape,
 )
 from residual_keras._conv_layers import conv2d
+from residual_keras.residual import ResidualStep
 from residual_keras._types import Activation, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
 
@@ -230,6 +231,15 @@ class FixupBasicBlock(layers.Layer):
         if self.final_activation:
             y = self.activation(y)  # ReLU(f(x) + shortcut(x))
         return y
+
+    def residual_steps(self, *unused_args, **unused_kwargs):
+        """One step, `ReLU(shortcut(x) + f(x))`: the residual protocol (residual.py)."""
+        return [ResidualStep("", branch=self.branch, shortcut=self.shortcut_path,
+                             post=self.activation if self.final_activation else None)]
+
+    def identity_scale(self):
+        """The branch's scale s (1 at initialisation; the branch is 0 because conv2 is)."""
+        return float(ops.convert_to_numpy(self.scale.value))
 
     def compute_output_shape(self, input_shape):
         return strided_output_shape(input_shape, self.strides, self.filters, self.data_format)

@@ -14,7 +14,7 @@ GPT-2's initialisation, the shape of nanoGPT's models.
 """
 
 import math
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import keras
 from keras import layers
@@ -29,7 +29,8 @@ from residual_keras.resnet_blocks import BasicBlock
 from residual_keras.transformer import TransformerBlock
 
 NORMS = ("batchnorm", "fixup", "none")
-BLOCKS = ("basic", "preact")
+# The library's blocks by name; `block=` also takes a class or factory of one's own.
+BLOCKS = {"basic": BasicBlock, "preact": PreActBasicBlock}
 INITS = ("gpt2", "xavier")
 
 
@@ -52,7 +53,7 @@ def cifar_resnet(
     depth: int,
     *,
     residual: bool = True,
-    block: str = "basic",
+    block: Union[str, Callable[..., keras.layers.Layer]] = "basic",
     shortcut: str = "A",
     norm: str = "batchnorm",
     zero_gamma: bool = False,
@@ -78,9 +79,19 @@ def cifar_resnet(
         depth: int. 6n + 2: 20, 32, 44, 56, 110, 1202, ...
         residual: bool. False builds the plain network with the same layers.
             Default True.
-        block: "basic" (He et al. 2015: `ReLU(x + f(x))`) or "preact" (He et
+        block: "basic" (He et al. 2015: `ReLU(x + f(x))`), "preact" (He et
             al. 2016: `x + f(x)`, BN-ReLU inside the branch, and a final
-            BN-ReLU before pooling). Default "basic".
+            BN-ReLU before pooling), or a block of one's own: a class or
+            factory called as `block(filters, strides, name=...)` that
+            returns a Keras layer (keras-hub's `block_type`, timm's
+            `block_fn`; `functools.partial` sets its other arguments). A
+            block of one's own gets the basic network around it (stem
+            conv-BN-ReLU, pool, dense; `norm` applies to the stem) and sets
+            its own residual, shortcut and initialisation: `residual`,
+            `shortcut`, `zero_gamma`, `zero_init_last` and `norm="fixup"` are
+            for the library's blocks. It measures with every instrument when
+            it implements the residual protocol (`residual_keras.residual`).
+            Default "basic".
         shortcut: "A" (zero-pad, parameter-free) or "B" (1x1 projection),
             used where a block changes shape. Default "A".
         norm: "batchnorm" (the paper), "fixup" (no normalisation, Fixup
@@ -112,7 +123,19 @@ def cifar_resnet(
     """
     n = blocks_per_stage(depth)
     check_choice("norm", norm, NORMS)
-    check_choice("block", block, BLOCKS)
+    own_block = callable(block) and not isinstance(block, str)
+    if own_block:
+        if not residual or shortcut != "A" or zero_gamma or zero_init_last or norm == "fixup":
+            raise ValueError(
+                f"block={getattr(block, '__name__', block)!r} is a block of your own: it sets its own "
+                "residual connection, shortcut and initialisation, so residual=, shortcut=, "
+                "zero_gamma=, zero_init_last= and norm='fixup' (for the library's blocks) must keep "
+                "their defaults; pass them to your block (functools.partial(MyBlock, ...)). Got "
+                f"residual={residual!r}, shortcut={shortcut!r}, zero_gamma={zero_gamma!r}, "
+                f"zero_init_last={zero_init_last!r}, norm={norm!r}."
+            )
+    else:
+        check_choice("block", block, tuple(BLOCKS))
     check_choice("shortcut", shortcut, ("A", "B"))
     check_positive_int("num_classes", num_classes)
     check_positive_int("width", width)
@@ -148,6 +171,23 @@ def cifar_resnet(
     fixup = norm == "fixup"
     normalised = norm == "batchnorm"
     preact = block == "preact"
+    block_norm = "batchnorm" if normalised else "none"
+    if fixup:
+        def make_block(filters, strides, name):
+            return FixupBasicBlock(filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer, name=name)
+    elif own_block:
+        def make_block(filters, strides, name):
+            layer = block(filters, strides, name=name)
+            if not isinstance(layer, keras.layers.Layer):
+                raise TypeError(f"block(filters, strides, name=...) must return a Keras layer, got {layer!r}.")
+            return layer
+    else:
+        block_class = BLOCKS[block]
+        identity_init = {"zero_gamma": zero_gamma} if block == "basic" else {"zero_init_last": zero_init_last}
+
+        def make_block(filters, strides, name):
+            return block_class(filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
+                               kernel_regularizer=regularizer, name=name, **identity_init)
 
     inputs = keras.Input(shape=input_shape, name="images")
     x = layers.Conv2D(
@@ -166,27 +206,11 @@ def cifar_resnet(
     if not preact:  # a pre-activation block starts with its own (BN-)ReLU
         x = layers.ReLU(name="stem_relu")(x)
 
-    block_norm = "batchnorm" if normalised else "none"
     for stage in range(3):
         filters = width * 2**stage
         for index in range(n):
             strides = 2 if stage > 0 and index == 0 else 1
-            block_name = f"stage{stage + 1}_block{index + 1}"
-            if fixup:
-                layer = FixupBasicBlock(
-                    filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer, name=block_name
-                )
-            elif preact:
-                layer = PreActBasicBlock(
-                    filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
-                    zero_init_last=zero_init_last, kernel_regularizer=regularizer, name=block_name,
-                )
-            else:
-                layer = BasicBlock(
-                    filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
-                    zero_gamma=zero_gamma, kernel_regularizer=regularizer, name=block_name,
-                )
-            x = layer(x)
+            x = make_block(filters, strides, f"stage{stage + 1}_block{index + 1}")(x)
 
     if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
         if normalised:
@@ -202,6 +226,8 @@ def cifar_resnet(
         dtype="float32",
         name="classifier",
     )(x)
+    if name is None and own_block:
+        name = f"{getattr(block, '__name__', 'custom')}_resnet{depth}".lower()
     if name is None:
         kind = "fixup" if fixup else ("resnet" if residual else "plain")
         name = f"{'preact_' if preact else ''}{kind}{depth}{'_nonorm' if norm == 'none' else ''}"

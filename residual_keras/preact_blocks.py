@@ -34,6 +34,7 @@ to drop.
 """
 
 import keras
+import numpy as np
 
 from residual_keras._conv_block import ConvBlockBase
 from residual_keras._types import IntOrPair
@@ -99,6 +100,12 @@ class PreActBasicBlock(ConvBlockBase):
         """The residual function f(x) = conv2(ReLU(BN(conv1(ReLU(BN(x))))))."""
         x = self.conv1(self._norm_activation(self.norm1, inputs, training))
         return self.conv2(self._norm_activation(self.norm2, x, training))
+
+    def identity_scale(self):
+        """The norm of the last kernel with zero_init_last=True (0 at initialisation), else None."""
+        if not self.zero_init_last:
+            return None
+        return float(np.linalg.norm(keras.ops.convert_to_numpy(self.conv2.kernel)))
 
     def call(self, inputs, training=None):
         if not self.residual:

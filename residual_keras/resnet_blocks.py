@@ -28,9 +28,10 @@ shortcut follow it).
 """
 
 import keras
+import numpy as np
 
 from residual_keras._checks import check_bool, check_positive_int
-from residual_keras._conv_block import NORMS, ConvBlockBase  # noqa: F401  (NORMS: its old home)
+from residual_keras._conv_block import ConvBlockBase
 from residual_keras._types import IntOrPair
 
 
@@ -83,6 +84,23 @@ class _ConvBlock(ConvBlockBase):
         """`norm(conv(x))`, or `conv(x)` in an unnormalised block."""
         x = conv(x)
         return x if norm is None else norm(x, training=training)
+
+    @property
+    def after_addition(self):
+        """`activation` (ReLU) with final_activation=True, else None."""
+        return self.activation if self.final_activation else None
+
+    def identity_scale(self):
+        """Mean |gamma| of the branch's last BatchNorm with zero_gamma=True (0 at first), else None.
+
+        The block starts as `ReLU(shortcut(x))`: the spectral norm of its
+        Jacobian is 1, but it passes the gradient only where the stream is
+        positive, so a zero-gamma network's gradient gain is below 1 (the
+        gradient on the stream's zero entries is lost).
+        """
+        if not self.zero_gamma:
+            return None
+        return float(np.mean(np.abs(keras.ops.convert_to_numpy(self.last_norm.gamma))))
 
     def call(self, inputs, training=None):
         if self.residual:
@@ -153,6 +171,11 @@ class BasicBlock(_ConvBlock):
             "branch2", self.filters, self.kernel_size, 1, shape, zero_gamma=self.zero_gamma
         )
 
+    @property
+    def last_norm(self):
+        """The branch's last BatchNorm (zero_gamma starts its gamma at 0)."""
+        return self.norm2
+
     def branch(self, inputs, training=None):
         """f(x) = BN(conv2(ReLU(BN(conv1(x)))))."""
         x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
@@ -204,6 +227,11 @@ class BottleneckBlock(_ConvBlock):
         (self.conv3, self.norm3), _ = self._conv_bn(
             "branch3", self.output_channels, 1, 1, shape, zero_gamma=self.zero_gamma
         )
+
+    @property
+    def last_norm(self):
+        """The branch's last BatchNorm (zero_gamma starts its gamma at 0)."""
+        return self.norm3
 
     def branch(self, inputs, training=None):
         """f(x) = BN(conv3(ReLU(BN(conv2(ReLU(BN(conv1(x)))))))) (1x1, 3x3, 1x1)."""

@@ -61,7 +61,7 @@ class PadShortcut(layers.Layer):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)
-        self.data_format = check_data_format(data_format)
+        self.data_format = check_data_format(data_format, convolves=False)  # slices and pads only
 
     def build(self, input_shape):
         check_image_input(self.__class__.__name__, input_shape, self.data_format)

@@ -43,21 +43,10 @@ from keras import layers, ops
 
 from residual_keras._checks import check_bool, check_positive_int
 from residual_keras._initializers import clone_initializer
-from residual_keras._transformer_args import (  # noqa: F401  (NORM_POSITIONS, check_residual: their old home)
-    NORM_POSITIONS,
-    check_residual,
-    heads_from_positional,
-    resolve_norm_position,
-    resolve_residual,
-)
+from residual_keras._transformer_args import refuse_positional, resolve_norm_position, resolve_residual
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
-from residual_keras.attention import (  # noqa: F401  (MIN_HEAD_DIM, check_heads: their old home)
-    MIN_HEAD_DIM,
-    allowed_keys,
-    check_heads,
-    fused_attention,
-    reference_attention,
-)
+from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
+from residual_keras.residual import ResidualStep, identity
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -81,9 +70,11 @@ class TransformerBlock(layers.Layer):
     writes into the stream: `F(LN(x))` for pre (residual or plain), `F(x)` for
     post before the addition and LN (residual or plain), `alpha * F(x)` for
     ReZero. They do not depend on `residual`, so a block and its plain twin
-    with the same weights have the same branches. `join(x, update, norm)` is
-    the residual connection itself, for the instruments; `call` writes it out
-    and reads top to bottom as the equations above.
+    with the same weights have the same branches. `call` writes the residual
+    connection out and reads top to bottom as the equations above;
+    `residual_steps` tells the instruments the same in parts (the residual
+    protocol, residual.py): two steps, each `post(x + branch(x))` with `post`
+    the sublayer's LayerNorm for Post-LN and nothing otherwise.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
@@ -101,9 +92,8 @@ class TransformerBlock(layers.Layer):
 
     Arguments are keyword-only: keras-hub's `TransformerDecoder` takes
     `(intermediate_dim, num_heads)` positionally and keras-io's examples
-    `(embed_dim, num_heads, ff_dim)`, so a positional order would be a trap.
-    (Two positional arguments in this package's old order `(num_heads,
-    intermediate_dim)` still work, with a DeprecationWarning.)
+    `(embed_dim, num_heads, ff_dim)`, so a positional order would be a trap;
+    positional arguments are refused with the translation.
 
     Args:
         num_heads: int. Number of attention heads; must divide the input's
@@ -178,7 +168,7 @@ class TransformerBlock(layers.Layer):
         fused_attention: bool = False,
         **kwargs,
     ) -> None:
-        num_heads, intermediate_dim = heads_from_positional(args, num_heads, intermediate_dim)
+        refuse_positional(args)
         super().__init__(**kwargs)
         if num_heads is None:
             raise TypeError("TransformerBlock needs num_heads=<int>.")
@@ -335,12 +325,15 @@ class TransformerBlock(layers.Layer):
             return ops.cast(self.rezero_alpha, update.dtype) * update
         return update
 
-    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None):
+    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None, mask=None):
         """What the attention sublayer writes into the stream.
 
         `F(LN(x))` (pre), `F(x)` (post, before the addition and LN) or
-        `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C).
+        `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C);
+        the masks as in `call`.
         """
+        if padding_mask is None and mask is not None:
+            padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         allowed = self._allowed(x, padding_mask, attention_mask)
         update, _ = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training,
                                          only_causal=padding_mask is None and attention_mask is None)
@@ -349,18 +342,6 @@ class TransformerBlock(layers.Layer):
     def feedforward_branch(self, x, training=None):
         """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
         return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
-
-    def join(self, x, update, norm):
-        """The residual connection: the stream after a sublayer wrote `update` into it.
-
-        `x + update` (Pre-LN, ReZero), `LN(x + update)` (Post-LN, `norm` the
-        sublayer's LayerNorm); the plain twins keep only the update:
-        `update` (pre) or `LN(update)` (post).
-        """
-        x = x + update if self.residual else update
-        if self.norm_position == "post" and self.uses_layer_norm:
-            x = norm(x)
-        return x
 
     def call(self, inputs, training=None, padding_mask=None, attention_mask=None, mask=None,
              return_attention_scores=False):
@@ -389,6 +370,34 @@ class TransformerBlock(layers.Layer):
         if return_attention_scores:
             return x, scores
         return x
+
+    def residual_steps(self, padding_mask=None, attention_mask=None, mask=None, **unused_kwargs):
+        """Two steps, attention then feed-forward: the residual protocol (residual.py).
+
+        Each is `post(x + branch(x))` (`post(branch(x))` for the plain twin),
+        `post` the sublayer's LayerNorm for Post-LN and nothing for Pre-LN
+        and ReZero; the attention step sees the call's masks.
+        """
+        shortcut = identity if self.residual else None
+        post_ln = self.norm_position == "post" and self.uses_layer_norm
+
+        def attention(x):
+            return self.attention_branch(x, training=False, padding_mask=padding_mask,
+                                         attention_mask=attention_mask, mask=mask)
+
+        return [
+            ResidualStep("attention", attention, shortcut, self.attention_norm if post_ln else None),
+            ResidualStep("feedforward", lambda x: self.feedforward_branch(x, training=False), shortcut,
+                         self.feedforward_norm if post_ln else None),
+        ]
+
+    def lesioned(self, *unused_args, **unused_kwargs):
+        """The block removed (Veit et al. 2016): the identity, its LayerNorms skipped for Post-LN."""
+        return identity
+
+    def identity_scale(self):
+        """ReZero's alpha (0 at initialisation), or None for a block with LayerNorms."""
+        return None if self.rezero_alpha is None else float(ops.convert_to_numpy(self.rezero_alpha))
 
     def compute_mask(self, inputs, mask=None):
         return mask

@@ -40,9 +40,9 @@ def functional_one_output():
 def two_outputs():
     """The miniature GPT of keras-io: returns [logits, x], compiled with loss=[loss, None]."""
     tokens = keras.Input((LENGTH,), dtype="int32", name="tokens")
-    x = TokenAndPositionEmbedding(VOCAB, LENGTH, 8, name="embed")(tokens)
-    x = TransformerBlock(2, 16, name="transformer1")(x)
-    x = TransformerBlock(2, 16, name="transformer2")(x)
+    x = TokenAndPositionEmbedding(vocab_size=VOCAB, sequence_length=LENGTH, embed_dim=8, name="embed")(tokens)
+    x = TransformerBlock(num_heads=2, intermediate_dim=16, name="transformer1")(x)
+    x = TransformerBlock(num_heads=2, intermediate_dim=16, name="transformer2")(x)
     logits = layers.Dense(VOCAB, name="head")(x)
     model = keras.Model(tokens, [logits, x], name="gpt")
     model.compile("adam", loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), None])

@@ -14,19 +14,17 @@ from transformer_helpers import NEEDS_XLA, X, built_block as _built, tiny_lm as 
 # ---------------------------------------------------------------------------
 
 
-def test_argument_order_traps_are_refused_or_deprecated():
+def test_argument_order_traps_are_refused():
     # keras-io's miniature GPT: TransformerBlock(embed_dim, num_heads, ff_dim).
     with pytest.raises(TypeError, match="keras-io's TransformerBlock\\(embed_dim, num_heads, ff_dim\\)"):
         TransformerBlock(16, 4, 32)
-    # keras-hub's positional order (intermediate_dim, num_heads) read the old way: 64 heads of size 1.
-    with pytest.warns(DeprecationWarning, match="Positional arguments"):
-        trap = TransformerBlock(64, 4)
+    # keras-hub's positional order (intermediate_dim, num_heads), and any other: refused.
+    for args in ((64, 4), (4, 24), (4,)):
+        with pytest.raises(TypeError, match="keyword arguments only"):
+            TransformerBlock(*args)
+    # keras-hub's order given by name: 64 heads of size 1 is refused when built.
     with pytest.raises(ValueError, match="heads of size 1.*keras-hub's positional order"):
-        trap(np.zeros((1, 3, 64), "float32"))
-    # The old spellings still work, with a warning.
-    with pytest.warns(DeprecationWarning):
-        old = TransformerBlock(4, 24)
-    assert (old.num_heads, old.intermediate_dim) == (4, 24)
+        TransformerBlock(num_heads=64, intermediate_dim=4)(np.zeros((1, 3, 64), "float32"))
     with pytest.warns(DeprecationWarning, match="rezero=True"):
         assert TransformerBlock(num_heads=4, residual="rezero").rezero
 

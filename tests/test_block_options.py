@@ -204,3 +204,34 @@ def test_old_configs_with_integer_strides_still_load():
     block = BasicBlock.from_config(config)
     assert block.strides == (2, 2) and block.final_activation and block.data_format == "channels_last"
     assert block(X).shape == (2, 4, 4, 8)
+
+
+def test_channels_first_is_refused_when_made_where_tensorflow_cannot_convolve_that_way():
+    """TensorFlow on a CPU without oneDNN has no NCHW convolution: the block says so when it is made."""
+    import os
+    import subprocess
+    import sys
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a TensorFlow kernel's limit (JAX and PyTorch convolve channels_first on the CPU)")
+    script = (
+        "import residual_keras as rk\n"
+        "for make in (lambda: rk.BasicBlock(4, data_format='channels_first'),\n"
+        "             lambda: rk.FixupBasicBlock(4, num_blocks=2, data_format='channels_first'),\n"
+        "             lambda: rk.ProjectionShortcut(8, data_format='channels_first')):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except ValueError as error:\n"
+        "        print('refused:', error)\n"
+        "rk.BasicBlock(4)  # channels_last is fine, and option A (no convolution) in either layout\n"
+        "print(rk.PadShortcut(8, strides=2, data_format='channels_first')(__import__('numpy').ones((1, 4, 4, 4))).shape)\n"
+    )
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    refusals = [line for line in result.stdout.splitlines() if line.startswith("refused:")]
+    assert len(refusals) == 3, result.stdout
+    assert "(1, 8, 2, 2)" in result.stdout
+    for line in refusals:
+        assert "channels_first' cannot run on this machine" in line and "NHWC" in line
+        assert "Use channels_last (the default), a GPU, or the JAX or PyTorch backend" in line

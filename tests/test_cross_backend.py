@@ -33,19 +33,17 @@ LOAD = textwrap.dedent(
 
     folder = sys.argv[1]
     for name in ("resnet", "lm", "blocks"):
-        model = keras.saving.load_model(f"{folder}/{name}.keras")
+        try:
+            model = keras.saving.load_model(f"{folder}/{name}.keras")
+        except Exception as error:
+            # TensorFlow on a CPU without oneDNN cannot convolve channels_first:
+            # the blocks refuse to be built there, and say why.
+            if name != "blocks" or "channels_first' cannot run on this machine" not in str(error):
+                raise
+            print("blocks: refused here, with the reason (no channels_first convolution on this CPU)")
+            continue
         with np.load(f"{folder}/{name}.npz") as saved:
-            try:
-                output = keras.ops.convert_to_numpy(model(saved["x"], training=False))
-            except Exception as error:
-                # TensorFlow on a CPU without oneDNN has no NCHW convolution:
-                # the channels_first file must still load with the same weights.
-                if name != "blocks" or "NHWC" not in str(error):
-                    raise
-                for index, weight in enumerate(model.get_weights()):
-                    np.testing.assert_array_equal(weight, saved[f"weight{index}"])
-                print("blocks: loaded with the same weights; not run (no NCHW convolution on this CPU)")
-                continue
+            output = keras.ops.convert_to_numpy(model(saved["x"], training=False))
             np.testing.assert_allclose(output, saved["y"], rtol=1e-4, atol=1e-5)
     print("loaded on", keras.backend.backend())
     """
@@ -75,8 +73,7 @@ def test_files_saved_here_load_on_the_other_backends(tmp_path, other, channels_f
     for name, (model, x) in _models().items():
         model.save(tmp_path / f"{name}.keras")
         y = keras.ops.convert_to_numpy(model(x, training=False))
-        weights = {f"weight{index}": weight for index, weight in enumerate(model.get_weights())}
-        np.savez(tmp_path / f"{name}.npz", x=x, y=y, **weights)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     assert f"loaded on {other}" in _run_on(other, LOAD, tmp_path)
 
 

@@ -41,9 +41,9 @@ def test_vision_diagnose_compares_a_plain_and_a_residual_saved_model(tmp_path, c
 
 def test_language_diagnose_on_a_gpt_with_two_outputs(tmp_path, capsys):
     tokens = keras.Input((16,), dtype="int32")
-    x = TokenAndPositionEmbedding(110, 16, 16, name="tokens_and_positions")(tokens)
-    x = TransformerBlock(2, 32, residual="rezero", name="first")(x)
-    x = TransformerBlock(2, 32, residual="rezero", name="second")(x)
+    x = TokenAndPositionEmbedding(vocab_size=110, sequence_length=16, embed_dim=16, name="tokens_and_positions")(tokens)
+    x = TransformerBlock(num_heads=2, intermediate_dim=32, rezero=True, name="first")(x)
+    x = TransformerBlock(num_heads=2, intermediate_dim=32, rezero=True, name="second")(x)
     gpt = keras.Model(tokens, [keras.layers.Dense(110)(x), x], name="gpt")
     path = _save(gpt, tmp_path / "gpt.keras")
     base = ["diagnose", "--model", path, "--data", "pydoc", "--preset", "smoke"]
@@ -70,3 +70,50 @@ def test_diagnose_model_says_what_to_pass_instead(tmp_path, capsys):
     code, _, err = run_cli(language_main, ["diagnose", "--model", lm, "--data", "pydoc",
                                            "--preset", "smoke", "--out", tmp_path / "c"], capsys)
     assert code == 2 and "reads 20" in err and "--input-shape 16" in err
+
+
+def _text_classifier(units=1):
+    tokens = keras.Input((16,), dtype="int32")
+    x = TokenAndPositionEmbedding(vocab_size=50, sequence_length=16, embed_dim=8, mask_zero=True)(tokens)
+    x = TransformerBlock(num_heads=2, causal=False, name="block1")(x)
+    x = TransformerBlock(num_heads=2, causal=False, name="block2")(x)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(tokens, keras.layers.Dense(units, activation="sigmoid" if units == 1 else None)(x),
+                       name="classifier")
+
+
+def test_a_text_model_is_measured_on_ids_from_its_vocabulary_and_a_nan_is_a_failure(tmp_path, capsys):
+    model = _text_classifier()
+    model.compile(loss="binary_crossentropy")
+    path = _save(model, tmp_path / "classifier.keras")
+    base = ["diagnose", "--model", path, "--input-shape", "16"]
+    code, _, err = run_cli(language_main, [*base, "--out", tmp_path / "run"], capsys)
+    assert code == 0, err
+    measured = json.loads((tmp_path / "run" / "results.json").read_text())["measured"]["classifier"]
+    assert measured["loss"] > 0 and measured["gradient_gain"] > 0
+    # Token id 0 only: every position is padding, the pooled output is 0/0.
+    code, _, err = run_cli(language_main, [*base, "--input-range", "0,1", "--out", tmp_path / "padding"],
+                           capsys)
+    assert code == 1 and "not numbers (NaN" in err and err.count("\n") == 1
+    assert not (tmp_path / "padding").exists()  # nothing written
+    code, _, err = run_cli(language_main, [*base, "--input-dtype", "int32", "--input-range", "5,3",
+                                           "--out", tmp_path / "bad"], capsys)
+    assert code == 2 and "LOW < HIGH" in err and not (tmp_path / "bad").exists()
+
+
+def test_output_index_by_name_on_a_dict_model_and_the_lock_is_released(tmp_path, capsys):
+    from tracks.common.run_dir import RunDirectory
+
+    images = keras.Input((8, 8, 3))
+    x = cifar_resnet(8, width=4, input_shape=(8, 8, 3))(images)
+    model = keras.Model(images, {"cls": x, "aux": keras.layers.Dense(1, name="aux")(x)}, name="two_heads")
+    model.compile(loss={"cls": keras.losses.SparseCategoricalCrossentropy(from_logits=True), "aux": "mse"})
+    path = _save(model, tmp_path / "two_heads.keras")
+    base = ["diagnose", "--model", path, "--input-shape", "8,8,3", "--examples", "4"]
+    code, _, err = run_cli(vision_main, [*base, "--output-index", "cls", "--out", tmp_path / "run"], capsys)
+    assert code == 0, err
+    measured = json.loads((tmp_path / "run" / "results.json").read_text())["measured"]["two_heads"]
+    assert measured["loss"] > 0 and all(norm > 0 for norm in measured["block_weight_grad_norms"])
+    RunDirectory(tmp_path / "run", "vision-diagnose").lock()  # free again: the command released it
+    code, _, err = run_cli(vision_main, [*base, "--out", tmp_path / "refused"], capsys)
+    assert code == 2 and "2 outputs (0 'aux'" in err and not (tmp_path / "refused").exists()

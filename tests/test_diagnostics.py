@@ -187,7 +187,7 @@ def test_zero_branch_resnets_start_as_the_identity(kwargs):
 def test_jacobian_norm_rejects_bad_input():
     with pytest.raises(TypeError):
         jacobian_norm([], np.zeros((1, 2), "float32"))
-    with pytest.raises(ValueError, match="no residual_keras blocks"):
+    with pytest.raises(ValueError, match="has no blocks: no layer implements the residual protocol"):
         jacobian_norm(block_stack([layers.Dense(2)], (2,)), np.zeros((1, 2), "float32"))
 
 

@@ -86,9 +86,13 @@ def test_argument_names_of_keras_hub_and_the_keras_io_trap():
     assert (layer.vocab_size, layer.embed_dim) == (10, 16)
     with pytest.raises(TypeError, match="keras-io's TokenAndPositionEmbedding\\(maxlen, vocab_size, embed_dim\\)"):
         TokenAndPositionEmbedding(8, 10, 16, mask_zero=True, vocab_size=10)
-    with pytest.warns(DeprecationWarning, match="Positional arguments"):
-        old = TokenAndPositionEmbedding(10, 8, 16)
-    assert (old.vocab_size, old.sequence_length, old.embed_dim) == (10, 8, 16)
+    # keras-io's example call: (maxlen=200, vocab_size=20000, embed_dim=32). Read in any
+    # positional order it would build 200 tokens and 20,000 positions (or the reverse):
+    # refused, with the translation, before any size is taken.
+    with pytest.raises(TypeError, match="keyword arguments only.*sequence_length=maxlen"):
+        TokenAndPositionEmbedding(200, 20000, 32)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        TokenAndPositionEmbedding(10, sequence_length=8, embed_dim=16)
     with pytest.raises(ValueError, match="disagree"):
         TokenAndPositionEmbedding(vocab_size=10, vocabulary_size=11, sequence_length=8, embed_dim=16)
 

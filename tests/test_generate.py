@@ -144,8 +144,8 @@ def test_bad_generate_arguments_raise_value_errors():
 def _gpt_with_two_outputs(embedding_name="token_and_position"):
     """keras-io's miniature GPT shape: any embedding name, outputs [logits, x]."""
     tokens = keras.Input((6,), dtype="int32")
-    x = TokenAndPositionEmbedding(11, 6, 8, name=embedding_name)(tokens)
-    x = TransformerBlock(2, 16, name="block")(x)
+    x = TokenAndPositionEmbedding(vocab_size=11, sequence_length=6, embed_dim=8, name=embedding_name)(tokens)
+    x = TransformerBlock(num_heads=2, intermediate_dim=16, name="block")(x)
     return keras.Model(tokens, [keras.layers.Dense(11, name="head")(x), x], name="gpt")
 
 

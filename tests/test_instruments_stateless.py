@@ -51,9 +51,9 @@ def _trained_resnet():
 
 def _trained_gpt():
     tokens = keras.Input((6,), dtype="int32")
-    x = TokenAndPositionEmbedding(11, 6, 8)(tokens)
-    x = TransformerBlock(2, 16, dropout=0.2, name="block1")(x)
-    x = TransformerBlock(2, 16, dropout=0.2, name="block2")(x)
+    x = TokenAndPositionEmbedding(vocab_size=11, sequence_length=6, embed_dim=8)(tokens)
+    x = TransformerBlock(num_heads=2, intermediate_dim=16, dropout=0.2, name="block1")(x)
+    x = TransformerBlock(num_heads=2, intermediate_dim=16, dropout=0.2, name="block2")(x)
     model = keras.Model(tokens, [layers.Dense(11)(x), x], name="trained_gpt")
     model.compile("adam", loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), None])
     ids = np.random.default_rng(1).integers(0, 11, size=(8, 7))

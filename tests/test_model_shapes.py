@@ -41,14 +41,16 @@ INSTRUMENTS = {
     "TrainingDynamics": _dynamics,
 }
 
-TRANSFORMER_ONLY = ("lesion_sublayers", "stream_contributions", "stream_decomposition", "logit_lens")
-CONV_SHAPES = ("functional one output", "global skip", "nested", "Sequential", "subclassed")
+# Shapes whose blocks change the stream's shape (a downsampling block): the stream's sum
+# and the logit lens need one shape along the stream.
+DOWNSAMPLING = ("functional one output", "nested", "subclassed")
+# Blocks x + f(x) with identity shortcuts and nothing after the addition: x_L = x_0 + sum f.
+EXACT_SUM = ("two outputs", "global skip")
 
 # (error type, message pattern) where an instrument cannot measure a shape; works elsewhere.
 REFUSED = {
-    **{(shape, name): (TypeError, "TransformerBlocks")
-       for shape in CONV_SHAPES for name in TRANSFORMER_ONLY},
-    ("two outputs", "path_gradients"): (ValueError, "no branch/shortcut pair"),
+    **{(shape, "stream_decomposition"): (ValueError, "keep the stream's shape") for shape in DOWNSAMPLING},
+    **{(shape, "logit_lens"): (ValueError, "must keep the stream's shape") for shape in DOWNSAMPLING},
     ("global skip", "gradient_norms(y=None)"): (ValueError, "random class labels.*mae.*pass y="),
 }
 
@@ -83,7 +85,10 @@ def test_every_instrument_on_every_model_shape(shape, instrument):
     result = INSTRUMENTS[instrument](model, x, y)
     names = BLOCK_NAMES[shape]
     count = len(names)
-    assert result["names"][:count] == names if instrument == "TrainingDynamics" else result["names"] == names
+    if instrument == "path_gradients" and shape == "two outputs":  # paths choose at every step
+        assert result["names"] == [f"{name} {step}" for name in names for step in ("attention", "feedforward")]
+    else:
+        assert result["names"][:count] == names if instrument == "TrainingDynamics" else result["names"] == names
     if instrument.startswith("gradient_norms"):
         assert result["stream_grad_norms"].shape == (count + 1,)
         assert _finite(result["stream_grad_norms"]) and np.all(result["stream_grad_norms"] > 0)
@@ -102,10 +107,19 @@ def test_every_instrument_on_every_model_shape(shape, instrument):
         assert len(result["swapped"]) == len(result["pairs"]) and np.isfinite(result["intact"])
     elif instrument == "path_gradients":
         assert result["gradient_share"].sum() == pytest.approx(1.0)
+        steps = 2 * count if shape == "two outputs" else count  # a Transformer block: two steps
+        assert len(result["gradient_per_path"]) == steps + 1
     elif instrument == "logit_lens":
         assert result["loss"].shape == (count + 1,) and _finite(result["loss"])
     elif instrument == "stream_decomposition":
-        assert result["relative_error"] < 1e-5  # Pre-LN: x_L is x_0 plus every update
+        if shape in EXACT_SUM:
+            assert result["relative_error"] < 1e-5  # Pre-LN, x + f(x): x_L is x_0 plus every update
+        else:
+            assert result["relative_error"] > 1e-3  # ReLU(x + f(x)): not a sum
+    elif instrument in ("stream_contributions", "lesion_sublayers"):
+        steps = ["attention", "feedforward"] if shape == "two outputs" else ["branch"]
+        assert result["steps"] == steps and all(len(result[step]) == count for step in steps)
+        assert _finite([result[step] for step in steps])
     elif instrument == "TrainingDynamics":
         assert len(result["names"]) == count and np.isfinite(result["gain"])
     after = [ops.convert_to_numpy(v) for v in model.variables]

@@ -77,6 +77,18 @@ def test_jacobian_with_cumulative_curves_and_references(tmp_path):
     assert saved_png(tmp_path / "j.png")
 
 
+def test_an_unconverged_jacobian_is_drawn_as_a_lower_bound(tmp_path):
+    names = ["b1", "b2"]
+    result = {"model": "resnet", "names": names, "total": np.array([2.6]), "per_block": np.array([[1.2], [1.5]]),
+              "cumulative": np.array([[1.2], [2.6]]), "converged": False, "iterations": 3}
+    figure = plots.jacobian(result, path=tmp_path / "j.png")
+    assert "resnet (lower bound: 3 power iterations)" in [line.get_label() for line in figure.axes[0].get_lines()]
+    blocks = plots.jacobian_blocks(result, path=tmp_path / "b.png")
+    assert "lower bound: 3 power iterations" in blocks.axes[0].get_title()
+    converged = plots.jacobian({**result, "converged": True}, path=tmp_path / "c.png")
+    assert "resnet" in [line.get_label() for line in converged.axes[0].get_lines()]
+
+
 def test_activation_growth_draws_a_sqrt_reference_only_when_asked(tmp_path):
     rms = np.sqrt(1.0 + np.arange(11))[:, None] * np.ones((1, 3))
     flat = {"model": "plain", "names": [f"b{i}" for i in range(10)], "rms": np.ones((11, 3))}

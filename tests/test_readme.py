@@ -25,6 +25,21 @@ def test_own_model_example_runs_and_measures_the_gradient(capsys):
     assert "gradient gain" in capsys.readouterr().out
 
 
+def test_protocol_example_runs_and_its_block_is_measured(capsys):
+    namespace = {}
+    exec(compile(_block_after("<!-- example: own-model"), "README.md", "exec"), namespace)
+    code = _block_after("<!-- example: protocol")
+    assert len(code.strip().splitlines()) <= 12
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert float(capsys.readouterr().out.splitlines()[-1]) == 0.0  # check_residual_steps: they agree
+    keras, rk = namespace["keras"], namespace["rk"]
+    inputs = keras.Input((8,))
+    x = namespace["Damped"](name="damped1")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(3)(namespace["Damped"](name="damped2")(x)))
+    result = rk.lesion(model, keras.random.normal((16, 8)), keras.ops.zeros((16,), "int32"))
+    assert result["names"] == ["damped1", "damped2"] and result["removed_as"] == ["shortcut(x)"] * 2
+
+
 def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     start = README.index("## Quick start")
     section = README[start:README.index("\n## ", start + 1)]

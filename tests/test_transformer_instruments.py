@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
 from keras import ops
 from residual_keras import (
+    TransformerBlock,
     cifar_resnet,
     gradient_norms,
     jacobian_norm,
@@ -35,7 +37,7 @@ def test_pre_ln_stream_is_the_embedding_plus_every_sublayer_output(kwargs):
         for index in range(1, 5):
             model.get_layer(f"block{index}").rezero_alpha.assign(5.0)
     result = stream_decomposition(model, X)
-    assert len(result["update_rms"]) == 8 and result["labels"][:2] == ["block1 attention", "block1 feed-forward"]
+    assert len(result["update_rms"]) == 8 and result["labels"][:2] == ["block1 attention", "block1 feedforward"]
     assert np.all(result["update_rms"] > 0.01 * result["stream_rms"])  # every sublayer writes something
     assert result["relative_error"] < 1e-5
 
@@ -204,8 +206,27 @@ def test_rezero_contribution_is_linear_in_alpha():
     np.testing.assert_allclose(half, 2 * quarter, rtol=1e-5)
 
 
-def test_stream_contributions_needs_transformer_blocks():
-    with pytest.raises(TypeError, match="TransformerBlock"):
-        stream_contributions(
-            cifar_resnet(8, width=4, input_shape=(8, 8, 3)), np.zeros((1, 8, 8, 3))
-        )
+def test_stream_contributions_of_one_step_blocks_is_the_branch_over_the_shortcut():
+    model = cifar_resnet(8, width=4, input_shape=(8, 8, 3))
+    images = np.random.default_rng(3).normal(size=(3, 8, 8, 3)).astype("float32")
+    result = stream_contributions(model, images)
+    assert result["steps"] == ["branch"] and result["branch"].shape == (3, 3)
+    block = model.get_layer("stage1_block1")
+    x0 = model.get_layer("stem_relu")(model.get_layer("stem_norm")(model.get_layer("stem_conv")(images),
+                                                                    training=False))
+
+    def norms(tensor):
+        return np.linalg.norm(ops.convert_to_numpy(tensor).reshape(len(images), -1), axis=1)
+
+    np.testing.assert_allclose(result["branch"][0], norms(block.branch(x0, training=False)) / norms(x0),
+                               rtol=1e-5)
+
+
+def test_stream_contributions_compares_one_kind_of_block():
+    tokens = keras.Input((5, 8))
+    x = rk.Residual(keras.layers.Dense(8), name="dense_block")(tokens)
+    x = TransformerBlock(num_heads=2, name="transformer")(x)
+    mixed = keras.Model(tokens, x)
+    with pytest.raises(ValueError, match="different steps.*'dense_block': \\['branch'\\].*'transformer': "
+                                         "\\['attention', 'feedforward'\\]"):
+        stream_contributions(mixed, np.zeros((2, 5, 8), "float32"))

@@ -39,30 +39,44 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   stream read out at every depth (`logit_lens`); removing one sublayer
   (`lesion_sublayers`).
 
-Which layers are "blocks": in a model, every instance of the library's block
-classes (`BasicBlock`, `BottleneckBlock`, `PreActBasicBlock`,
-`FixupBasicBlock`, `TransformerBlock`) at any depth (inside nested
-`Sequential` stages, functional sub-models, a subclassed model's
-attributes), ordered as the forward pass calls them; pass `blocks=[names or
-layers]` to choose others (a student's own residual layer, say). The "stream
-points" are `x_0` = the first block's input, `x_l` = block l+1's input (the
-output of block l after any layers in between, such as Dropout) and `x_L` =
-the last block's output.
+Which layers are "blocks": every layer in the model that implements the
+residual protocol (`residual_keras.residual`: a `residual_steps()` method
+saying how the layer is built from residual additions `post(shortcut(x) +
+branch(x))`), at any depth (inside nested `Sequential` stages, functional
+sub-models, a subclassed model's attributes), ordered as the forward pass
+calls them. The package's blocks (`BasicBlock`, `BottleneckBlock`,
+`PreActBasicBlock`, `FixupBasicBlock`, `TransformerBlock`) implement it, and
+so does `residual_keras.Residual`, which makes any branch a block; a
+student's own layer that implements it gets every instrument. Pass
+`blocks=[names or layers]` to choose others. The "stream points" are `x_0` =
+the first block's input, `x_l` = block l+1's input (the output of block l
+after any layers in between, such as Dropout) and `x_L` = the last block's
+output.
 
 Any model shape works: functional models with one or several outputs
-(`output_index=` says which one the loss reads), skips around the blocks
-(EDSR's global skip), nested models and stages, Sequential and subclassed
-models. The instruments run the whole model and intercept its blocks'
-calls, to record the stream points or to replace a block (lesions, paths,
-the Jacobian's x_0), instead of cutting the model into pieces (`_forward`).
+(`output_index=` says which one the loss reads: a position in the order of
+`model.output_names`, or an output's name; `y` a dict keyed by output name),
+skips around the blocks (EDSR's global skip), nested models and stages,
+Sequential and subclassed models (called once first if they never were),
+masked inputs (each block's masks are used as the block used them).
+The instruments run the whole model and intercept its blocks' calls, to
+record the stream points or to replace a block (lesions, paths, the
+Jacobian's x_0), instead of cutting the model into pieces (`_forward`).
 What cannot be measured (a block called twice in one pass, a model whose
 call the interception cannot see) raises one ValueError that names the
 block in the way and the workaround.
 
+One calling convention (`_inputs`): `instrument(model, x, y)` with arrays,
+or `instrument(model, dataset)` with a `tf.data.Dataset` (or any iterable)
+of `(x, y)` batches: the instruments that measure one batch use its first,
+the lesion family averages over all of it (and takes an `(x, y)` tuple).
+
 The loss and the metric come from the model (`_losses`): `loss=` if given,
 else the loss of `model.compile`, else the cross-entropy that fits the
 output (logits or probabilities, binary for one unit); where none fits (an
-image output with neither `y` nor `loss`) the instruments refuse.
+image output with neither `y` nor `loss`) the instruments refuse. The
+lesions' default metric is accuracy only for a classifier's output; a
+regression or an image output is scored by its loss.
 
 No instrument changes its model: every variable (weights, BatchNorm
 statistics, seed generators) is as before the call (`_state`; a
@@ -84,14 +98,15 @@ can store.
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `scalar_chain`, `calibration`, `dynamics` (during
 training); `_blocks` finds the blocks, `_forward` runs the model with their
-calls intercepted, `_losses` chooses the loss and metric, `_state` restores
-the variables, `_autodiff` differentiates.
+calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and
+metric, `_state` restores the variables, `_autodiff` differentiates.
 """
 
-from residual_keras.diagnostics._blocks import block_classes, find_blocks, residual_parts
+from residual_keras.diagnostics._blocks import find_blocks
+from residual_keras.diagnostics._losses import choose_output
 from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
-from residual_keras.diagnostics.dynamics import TrainingDynamics, identity_scalar, read_rows
+from residual_keras.diagnostics.dynamics import TrainingDynamics, read_rows
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
 from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, lesion_sublayers, swap_blocks
@@ -103,19 +118,17 @@ __all__ = [
     "METRICS",
     "TrainingDynamics",
     "activation_norms",
-    "block_classes",
     "calibrate_batchnorm",
+    "choose_output",
     "delete_blocks",
     "find_blocks",
     "gradient_norms",
-    "identity_scalar",
     "jacobian_norm",
     "lesion",
     "lesion_sublayers",
     "logit_lens",
     "path_gradients",
     "read_rows",
-    "residual_parts",
     "scalar_chain",
     "stream_contributions",
     "stream_decomposition",

@@ -1,44 +1,17 @@
-"""Which layers of a model are its residual-stream blocks, and their residual parts.
+"""Which layers of a model are its residual-stream blocks.
 
-`find_blocks` walks the model's layers at any depth (a block inside a nested
-`Sequential` stage, a functional sub-model or a subclassed model's
-attributes counts), in the order Keras lists them. The instruments then run
-the whole model (`_forward.Forward`) and order the blocks as the forward
-pass calls them.
+A block is any layer that implements the residual protocol
+(`residual_keras.residual`: a `residual_steps` method), the package's own
+blocks and a student's alike. `find_blocks` walks the model's layers at any
+depth (a block inside a nested `Sequential` stage, a functional sub-model or
+a subclassed model's attributes counts), in the order Keras lists them. The
+instruments then run the whole model (`_forward.Forward`) and order the
+blocks as the forward pass calls them.
 """
 
 import keras
 
-from residual_keras.fixup import FixupBasicBlock
-from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.resnet_blocks import _ConvBlock
-from residual_keras.transformer import TransformerBlock
-
-
-def block_classes():
-    """The layer classes the instruments treat as residual-stream blocks."""
-    return (_ConvBlock, PreActBasicBlock, FixupBasicBlock, TransformerBlock)
-
-
-def residual_parts(block):
-    """(branch, shortcut, after) with `block(x) == after(shortcut(x) + branch(x))`, or None.
-
-    For the library's residual conv blocks in inference mode: `after` is the
-    ReLU of the original block (`BasicBlock`, `BottleneckBlock`,
-    `FixupBasicBlock`) or the identity (`PreActBasicBlock`). None for a plain
-    block and for every other layer. Lesions keep `after(shortcut(x))`;
-    Veit et al.'s paths go through either `branch` or `shortcut`.
-    """
-    if isinstance(block, FixupBasicBlock):
-        return block.branch, block.shortcut_path, keras.ops.relu
-    if isinstance(block, (_ConvBlock, PreActBasicBlock)) and block.residual:
-        after = (lambda x: x) if isinstance(block, PreActBasicBlock) else keras.ops.relu
-        return (
-            lambda x: block.branch(x, training=False),
-            lambda x: block.shortcut_path(x, training=False),
-            after,
-        )
-    return None
+from residual_keras.residual import ResidualBlock, residual_steps
 
 
 def _sublayers(layer):
@@ -77,11 +50,12 @@ def all_layers(model):
 
 
 def _is_block(layer):
-    return isinstance(layer, block_classes())
+    """A layer that implements the residual protocol (residual_keras.residual)."""
+    return isinstance(layer, keras.layers.Layer) and isinstance(layer, ResidualBlock)
 
 
 def find_blocks(model):
-    """The library blocks inside `model`, outermost only, in the order Keras lists them.
+    """The blocks inside `model` (layers with `residual_steps`), outermost only, in the order Keras lists them.
 
     Blocks inside nested models and stages count. For a functional model
     this is the order from input to output; the instruments order the
@@ -100,7 +74,7 @@ def _block_names(paths):
 
 
 def resolve_blocks(model, blocks=None):
-    """(blocks, names): the library blocks of `model`, or the layers `blocks` names.
+    """(blocks, names): the blocks of `model` (see `find_blocks`), or the layers `blocks` names.
 
     Args:
         model: a keras.Model.
@@ -119,9 +93,10 @@ def resolve_blocks(model, blocks=None):
         found = find_blocks(model)
         if not found:
             raise ValueError(
-                f"Model {model.name!r} has no residual_keras blocks "
-                f"({', '.join(cls.__name__ for cls in block_classes())}); "
-                "pass blocks=[layer names] to choose the layers to measure."
+                f"Model {model.name!r} has no blocks: no layer implements the residual protocol "
+                "(the package's blocks, residual_keras.Residual, or a layer of yours with a "
+                "residual_steps() method). Wrap your blocks' branches in residual_keras.Residual, "
+                "or pass blocks=[layer names] to choose the layers to measure."
             )
     else:
         if not blocks:
@@ -164,3 +139,19 @@ def _call(layer, x, training):
     if isinstance(layer, keras.layers.Layer):
         return layer(x, training=training)
     return layer(x)
+
+
+def steps_at(forward, trace, position):
+    """The residual steps of block `position` as the run `trace` called it (its masks included)."""
+    call_args, call_kwargs = trace.calls[position]
+    return residual_steps(forward.blocks[position], *call_args, **call_kwargs)
+
+
+def padding_mask_at(trace, position):
+    """The (B, T) padding mask block `position` was called with (a Keras mask or `padding_mask=`), or None."""
+    _, call_kwargs = trace.calls[position]
+    for key in ("padding_mask", "mask"):
+        mask = call_kwargs.get(key)
+        if mask is not None:
+            return mask
+    return None

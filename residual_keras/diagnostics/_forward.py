@@ -11,8 +11,10 @@ outputs, a skip around the blocks, blocks inside nested stages, Sequential,
 subclassed), and intercepts each block's `call`: it records the stream
 points, and on request
 
-- `replace={l: function}` computes block l as `function(its input)`
-  (a lesion, a swap, or the block's recorded output to skip recomputing it);
+- `replace={l: function}` computes block l as `function(its input,
+  *call_args, **call_kwargs)`, with the other arguments the block's call
+  received (masks; not `training`): a lesion, a swap, or the block's
+  recorded output to skip recomputing it;
 - `edit=function(point, tensor)` changes a stream point before the rest of
   the model sees it (a zero perturbation to differentiate at, or the point
   a Jacobian starts from);
@@ -23,7 +25,9 @@ is the model itself, run with a replacement: nothing is cut out of it, and
 the layers that are not blocks (stems, skips, heads, several outputs) run
 exactly as they do in the model. The interception sets an instance
 attribute `call` on each block for the duration of one run and removes it
-afterwards.
+afterwards. A model that has never been called (a subclassed model builds
+its layers in its first call) is called once first, so that the run sees
+each block called once.
 """
 
 import contextlib
@@ -49,6 +53,7 @@ class Trace:
         self.points = []  # x_0 .. x_L (as edited)
         self.inputs = []  # what each block received (x_{l-1})
         self.outputs = []  # what each block returned
+        self.calls = []  # each block's other call arguments: (args, kwargs without `training`)
         self.model_outputs = None  # None when the run stopped early
         self.order = []  # index into Forward.blocks of each call
 
@@ -58,8 +63,8 @@ class Forward:
 
     Args:
         model: a keras.Model (functional, Sequential or subclassed).
-        blocks: None (the library's blocks, see `find_blocks`) or a list of
-            layers or layer names.
+        blocks: None (every layer that implements the residual protocol,
+            see `find_blocks`) or a list of layers or layer names.
 
     After the first `run`, `blocks` and `names` are in the order the
     forward pass calls the blocks.
@@ -81,7 +86,7 @@ class Forward:
         Args:
             x: model inputs (arrays or tensors, or a list/dict of them).
             training: bool. Passed to the model.
-            replace: {block position: function(input) -> output}.
+            replace: {block position: function(input, *call_args, **call_kwargs) -> output}.
             edit: function(point, tensor) -> tensor, applied to x_0..x_L.
             stop_at: a point number; the run ends once it is computed
                 (`model_outputs` is then None).
@@ -92,6 +97,8 @@ class Forward:
             "inside": False,
         }
         inputs = _model_inputs(self.model, x)
+        if not self.model.built:
+            self.model(inputs, training=False)  # builds a subclassed model's layers, unwatched
         try:
             with self._intercepted():
                 try:
@@ -180,10 +187,13 @@ class Forward:
         trace.order.append(index)
         stream = self._point(position, args[0])
         trace.inputs.append(stream)
+        call_args = args[1:]
+        call_kwargs = {key: value for key, value in kwargs.items() if key != "training"}
+        trace.calls.append((call_args, call_kwargs))
         run["inside"] = True
         try:
             if position in run["replace"]:
-                output = run["replace"][position](stream)
+                output = run["replace"][position](stream, *call_args, **call_kwargs)
             else:
                 output = original(stream, *args[1:], **kwargs)
         finally:
@@ -203,7 +213,7 @@ class Forward:
         again; the layers between them still run.
         """
         cached = {
-            position: (lambda _, output=first.outputs[position]: output)
+            position: (lambda *_, output=first.outputs[position], **__: output)
             for position in range(start)
         }
         cached.update(replace or {})

@@ -38,47 +38,98 @@ def _output_names(model, count):
     return list(names) if names and len(names) == count else None
 
 
-def choose_output(model, outputs, output_index=None):
-    """(the output the loss reads, its position (None: the only output), number of outputs)."""
+def ordered_outputs(model, outputs):
+    """(names or None, tensors): the model's outputs in the order `output_index` counts them.
+
+    A dict of outputs by its keys, sorted, whatever order the model returns
+    them in: the order in which Keras flattens them, lists
+    `model.outputs` and `model.output_names` (the names of the layers that
+    compute them), and pairs them with a list of losses in `compile`; a list
+    in its own order, named by `model.output_names` where it has one name
+    per output.
+    """
     if isinstance(outputs, dict):
-        keys = list(outputs)
-        sequence = [outputs[key] for key in keys]
-    elif isinstance(outputs, (list, tuple)):
-        keys, sequence = None, list(outputs)
-    else:
+        keys = sorted(outputs)
+        return keys, [outputs[key] for key in keys]
+    if isinstance(outputs, (list, tuple)):
+        return _output_names(model, len(outputs)), list(outputs)
+    return None, [outputs]
+
+
+def _listing(names, sequence):
+    return ", ".join(
+        f"{index} {names[index]!r} {tuple(output.shape)}" if names else f"{index} {tuple(output.shape)}"
+        for index, output in enumerate(sequence)
+    )
+
+
+def choose_output(model, outputs, output_index=None):
+    """(the output the loss reads, its position (None: the only output), number of outputs).
+
+    `output_index` is a position in `ordered_outputs`' order or an output's
+    name (a dict key, or a name in `model.output_names`).
+    """
+    names, sequence = ordered_outputs(model, outputs)
+    if not isinstance(outputs, (dict, list, tuple)):
         if output_index not in (None, 0, -1):
             raise ValueError(
                 f"output_index={output_index!r}, but model {model.name!r} has one output."
             )
         return outputs, None, 1
     if isinstance(output_index, str):
-        if keys is None or output_index not in keys:
-            raise ValueError(f"Model {model.name!r} has no output named {output_index!r}.")
-        output_index = keys.index(output_index)
+        if not names or output_index not in names:
+            raise ValueError(
+                f"Model {model.name!r} has no output named {output_index!r}; its outputs: "
+                f"{_listing(names, sequence)}."
+            )
+        output_index = names.index(output_index)
     if len(sequence) == 1 and output_index in (None, 0, -1):
         return sequence[0], 0, 1
     if output_index is None:
-        output_index = _the_compiled_output(model, len(sequence))
+        output_index = _the_compiled_output(model, len(sequence), names)
     if output_index is None:
         raise ValueError(
-            f"Model {model.name!r} has {len(sequence)} outputs (shapes {_shapes(sequence)}): "
-            "pass output_index= to say which one the loss and the metric read (0 for the "
-            "first), or compile the model with a loss for that output only "
-            "(loss=[loss, None])."
+            f"Model {model.name!r} has {len(sequence)} outputs ({_listing(names, sequence)}): "
+            "pass output_index= (a position or a name) to say which one the loss and the metric "
+            "read, or compile the model with a loss for that output only (loss=[loss, None])."
         )
-    if not (isinstance(output_index, (int, np.integer)) and -len(sequence) <= output_index < len(sequence)):
+    if isinstance(output_index, bool) or not (
+        isinstance(output_index, (int, np.integer)) and -len(sequence) <= output_index < len(sequence)
+    ):
         raise ValueError(
-            f"output_index must be an int in [0, {len(sequence)}) for model {model.name!r}, "
-            f"got {output_index!r}."
+            f"output_index must be a position in [0, {len(sequence)}) or an output's name for "
+            f"model {model.name!r} (its outputs: {_listing(names, sequence)}), got {output_index!r}."
         )
     return sequence[output_index], int(output_index) % len(sequence), len(sequence)
 
 
-def _the_compiled_output(model, count):
+def targets_of(y, model, names, index, count):
+    """The part of `y` output `index` is scored against.
+
+    `y[name]` from a dict of targets keyed by output name, `y[index]` from a
+    list with one array per output, else `y` itself.
+    """
+    if isinstance(y, dict):
+        name = None if names is None or index is None else names[index]
+        if name is None and len(y) == 1:
+            return next(iter(y.values()))
+        if name not in y:
+            raise ValueError(
+                f"y is a dict with keys {sorted(y)}, but the loss reads output "
+                f"{index if name is None else repr(name)} of model {model.name!r}: key y by the "
+                f"output names ({', '.join(map(repr, names or []))})."
+            )
+        return y[name]
+    if isinstance(y, (list, tuple)) and count > 1 and len(y) == count and index is not None and all(
+            np.ndim(entry) >= 1 for entry in y):
+        return y[index]
+    return y
+
+
+def _the_compiled_output(model, count, names):
     """The position of the one output `model.compile` gave a loss to, or None."""
     loss = _compiled_loss(model)
     if isinstance(loss, dict):
-        names = _output_names(model, count)
         given = [name for name, value in loss.items() if value is not None]
         if names and len(given) == 1 and given[0] in names:
             return names.index(given[0])
@@ -89,11 +140,10 @@ def _the_compiled_output(model, count):
     return None
 
 
-def _compiled_for(model, index, count):
-    """The compiled loss of output `index` of `count` (None if not compiled)."""
+def _compiled_for(model, index, count, names=None):
+    """The compiled loss of output `index` of `count`, named `names` (None if not compiled)."""
     loss = _compiled_loss(model)
     if isinstance(loss, dict):
-        names = _output_names(model, count)
         if names is None:
             return next(iter(loss.values())) if len(loss) == 1 else None
         return loss.get(names[index or 0])
@@ -211,12 +261,13 @@ class Objective:
         description: where it came from, for error messages.
     """
 
-    def __init__(self, model, output, index=None, count=1, loss=None):
-        self.model, self.output, self.index = model, output, index
+    def __init__(self, model, output, index=None, count=1, loss=None, names=None):
+        self.model, self.output, self.index, self.count = model, output, index, count
+        self.names = names
         self.kind = None
         self.user_callable = False
         if loss is None:
-            loss = _compiled_for(model, index, count)
+            loss = _compiled_for(model, index, count, names)
             source = "the loss of model.compile"
         else:
             source = "loss="
@@ -243,6 +294,10 @@ class Objective:
             self.description = f"{source} ({getattr(loss, '__name__', 'callable')})"
         else:
             raise TypeError(f"loss must be None, a Keras loss or a callable, got {loss!r}.")
+
+    def targets(self, y):
+        """The part of `y` this output's loss reads (`y[name]` from a dict of targets)."""
+        return targets_of(y, self.model, self.names, self.index, self.count)
 
     def __call__(self, y_true, y_pred):
         """The mean loss over the batch (float32 scalar)."""
@@ -278,7 +333,7 @@ def _is_keras_loss_function(loss):
 def objective(model, outputs, loss=None, output_index=None):
     """The `Objective` for a model's outputs (as returned by calling the model)."""
     output, index, count = choose_output(model, outputs, output_index)
-    return Objective(model, output, index, count, loss)
+    return Objective(model, output, index, count, loss, names=ordered_outputs(model, outputs)[0])
 
 
 # Metrics ---------------------------------------------------------------------
@@ -313,14 +368,13 @@ def _keras_metric(metric):
     return value
 
 
-def _compiled_metric(model, index, count):
+def _compiled_metric(model, index, count, names=None):
     """The first metric `model.compile` gave this output, or None."""
     config = model.get_compile_config() if getattr(model, "compiled", False) else {}
     metrics = (config or {}).get("metrics")
     if not metrics:
         return None
     if isinstance(metrics, dict):
-        names = _output_names(model, count)
         metrics = metrics.get(names[index]) if names and index is not None else None
     elif count > 1 and isinstance(metrics, (list, tuple)) and all(
         isinstance(entry, (list, tuple)) or entry is None for entry in metrics
@@ -333,22 +387,39 @@ def _compiled_metric(model, index, count):
     return metrics if isinstance(metrics, str) else keras.metrics.deserialize(metrics)
 
 
-def resolve_metric(metric, model, output, index=None, count=1):
+def _scored_by_accuracy(model, output, index, count, names):
+    """Whether accuracy is the default metric of this output.
+
+    Not for an image output (rank 4 and up: a U-Net's, a super-resolution
+    net's, even with a sigmoid) nor for an output compiled with a loss that
+    is not a cross-entropy (MSE, MAE, Huber: a regression): those are scored
+    by their loss, which says whether a change helps or hurts.
+    """
+    if len(output.shape) > 3:
+        return False
+    compiled = _compiled_for(model, index, count, names)
+    return compiled is None or "crossentropy" in _loss_name(compiled)
+
+
+def resolve_metric(metric, model, output, index=None, count=1, names=None):
     """(name, metric(y_true, y_pred) -> float on numpy arrays) for `lesion` and its kin.
 
     None: the first metric `model.compile` gave this output, else accuracy
-    for a classifier output, else the model's loss; "accuracy" and
+    for a classifier output (one compiled, if at all, with a cross-entropy,
+    of rank at most 3), else the model's loss (regressions, images); "accuracy" and
     "crossentropy" as fit the output (logits or probabilities, binary or
     not); "loss": the model's loss (as `gradient_norms` uses it); another
     string: `keras.metrics.get`; a Keras metric; or a callable.
     """
     if metric is None:
-        metric = _compiled_metric(model, index, count)
-        if metric is None:
+        metric = _compiled_metric(model, index, count, names)
+        if metric is None and _scored_by_accuracy(model, output, index, count, names):
             try:
-                return resolve_metric("accuracy", model, output, index, count)
+                return resolve_metric("accuracy", model, output, index, count, names)
             except ValueError:
-                metric = "loss"
+                pass
+        if metric is None:
+            metric = "loss"
     if isinstance(metric, keras.metrics.Metric):
         return metric.name, _keras_metric(metric)
     if isinstance(metric, str) and metric in ("accuracy", "acc", "crossentropy"):
@@ -367,7 +438,7 @@ def resolve_metric(metric, model, output, index=None, count=1):
                                                       ops.convert_to_tensor(y_pred)))))
         return "accuracy", _accuracy(kind)
     if metric == "loss":
-        loss = Objective(model, output, index, count)
+        loss = Objective(model, output, index, count, names=names)
         return "loss", lambda y_true, y_pred: float(
             ops.convert_to_numpy(loss(y_true, ops.convert_to_tensor(y_pred))))
     if isinstance(metric, str):

@@ -34,3 +34,22 @@ def _per_example_norm(x, dtype="float32"):
 def _per_example_rms(x):
     x = ops.cast(x, "float32")
     return ops.sqrt(ops.mean(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1))
+
+
+def _masked(x, mask):
+    """`x` (B, T, ...) with the positions where `mask` (B, T) is False set to 0; `x` when mask is None."""
+    if mask is None:
+        return x
+    mask = ops.cast(mask, x.dtype)
+    return x * ops.reshape(mask, tuple(ops.shape(mask)) + (1,) * (len(x.shape) - 2))
+
+
+def _per_example_masked_rms(x, mask):
+    """RMS of each example over its real positions (`mask` (B, T) True), all channels."""
+    if mask is None:
+        return _per_example_rms(x)
+    x = ops.cast(_masked(x, mask), "float32")
+    total = ops.sum(ops.square(ops.reshape(x, (ops.shape(x)[0], -1))), axis=1)
+    entries_per_position = float(np.prod(x.shape[2:])) if len(x.shape) > 2 else 1.0
+    count = ops.maximum(ops.sum(ops.cast(mask, "float32"), axis=1) * entries_per_position, 1.0)
+    return ops.sqrt(total / count)

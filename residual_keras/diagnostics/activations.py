@@ -4,6 +4,7 @@ import keras
 import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, Results
+from residual_keras.diagnostics import _inputs
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _per_example_rms, _to_numpy
@@ -34,7 +35,7 @@ def activation_norms(
 
     Args:
         model: keras.Model containing residual_keras blocks (any shape).
-        x: a batch of model inputs.
+        x: a batch of model inputs, or a dataset whose first batch is used.
         training: bool. Mode of BatchNorm/Dropout. Default True.
         blocks: optional list of layer names (or layers) to use as blocks.
 
@@ -42,6 +43,7 @@ def activation_norms(
         dict with `model`, `names` (L block names), `depths` (0..L) and
         `rms` (float64 array (L+1, B)).
     """
+    x = _inputs.one_batch(x)[0]
     forward = Forward(model, blocks)
     trace = forward.run(x, training=training)
     rows = [_to_numpy(_per_example_rms(point)) for point in trace.points]

@@ -8,6 +8,7 @@ a training-mode pass advances are written back).
 import keras
 
 from residual_keras._types import ArrayLike
+from residual_keras.diagnostics import _inputs
 from residual_keras.diagnostics._blocks import all_layers
 from residual_keras.diagnostics._forward import as_tensors
 from residual_keras.diagnostics._state import unchanged
@@ -24,9 +25,16 @@ def calibrate_batchnorm(model: keras.Model, x: ArrayLike) -> int:
     the model on purpose. Works on any model shape (BatchNorms in nested
     models and inside layers count).
 
+    Args:
+        model: a keras.Model.
+        x: a batch of model inputs, or a dataset whose first batch is used.
+
     Returns:
         The number of BatchNormalization layers calibrated.
     """
+    x = as_tensors(_inputs.one_batch(x)[0])
+    if not model.built:
+        model(x, training=False)  # a subclassed model creates its layers' statistics in its first call
     norms = [layer for layer in all_layers(model) if isinstance(layer, keras.layers.BatchNormalization)]
     statistics = [variable for layer in norms for variable in (layer.moving_mean, layer.moving_variance)]
     momenta = [layer.momentum for layer in norms]
@@ -34,7 +42,7 @@ def calibrate_batchnorm(model: keras.Model, x: ArrayLike) -> int:
         layer.momentum = 0.0
     try:
         with unchanged(model, keep=statistics):
-            model(as_tensors(x), training=True)
+            model(x, training=True)
     finally:
         for layer, momentum in zip(norms, momenta):
             layer.momentum = momentum

@@ -8,13 +8,19 @@ batch and in inference mode (so that nothing of the model changes):
   ||W_l(before)|| over all of the block's trainable weights: how fast each
   block moves;
 - per block, `branch_ratio`: what the block's branch adds relative to the
-  stream it is added to, ||f_l(x)|| / ||shortcut(x)|| for residual conv
-  blocks, the mean of the attention and feed-forward ratios of
-  `stream_contributions` for Transformer blocks (None for plain blocks);
-- per block, `identity_scalar`: the number that makes an identity-initialised
-  block start as the identity and lets it leave it: ReZero's alpha, the mean
-  |gamma| of a zero-gamma block's last BatchNorm, Fixup's scale, the norm of
-  a zero-initialised pre-activation block's last kernel (None otherwise).
+  stream it is added to, ||f_l(x)|| / ||shortcut(x)|| (over the real
+  positions where the block is called with a padding mask), averaged over
+  the block's steps (a Transformer block's attention and feed-forward:
+  `stream_contributions`); None for plain blocks;
+- per block, `identity_scalar`: the block's identity scale (the residual
+  protocol, `residual_keras.residual`): the number that makes an
+  identity-initialised block start as the identity and lets it leave it:
+  ReZero's alpha, the mean |gamma| of a zero-gamma block's last BatchNorm,
+  Fixup's scale, the norm of a zero-initialised pre-activation block's last
+  kernel, `Residual(identity_init=True)`'s alpha (None otherwise).
+
+Every block the instruments find counts, a student's own included: the
+callback reads them through the residual protocol.
 
 Rows are kept in `rows` (dicts, one per block and record) and, with `path`,
 written to a CSV file after every record; a resumed fit drops the rows of
@@ -31,33 +37,17 @@ import keras
 import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, LossLike
-from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras.diagnostics import _inputs
+from residual_keras.diagnostics._blocks import padding_mask_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import unchanged
-from residual_keras.diagnostics._tensors import _to_numpy
+from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_numpy
 from residual_keras.diagnostics.gradients import gradient_norms
-from residual_keras.diagnostics.stream import stream_contributions
-from residual_keras.fixup import FixupBasicBlock
-from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.resnet_blocks import _ConvBlock
-from residual_keras.transformer import TransformerBlock
+from residual_keras.diagnostics.stream import walk_steps
+from residual_keras.residual import identity_scale
 
 FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight_grad_norm",
           "update_ratio", "branch_ratio", "identity_scalar")
-
-
-def identity_scalar(block: str) -> Optional[keras.Variable]:
-    """The scalar that starts an identity-initialised block at the identity, or None."""
-    if isinstance(block, TransformerBlock) and block.rezero_alpha is not None:
-        return float(_to_numpy(block.rezero_alpha))
-    if isinstance(block, _ConvBlock) and block.zero_gamma:
-        last = block.norm3 if hasattr(block, "norm3") else block.norm2
-        return float(np.mean(np.abs(_to_numpy(last.gamma))))
-    if isinstance(block, FixupBasicBlock):
-        return float(_to_numpy(block.scale.value))
-    if isinstance(block, PreActBasicBlock) and block.zero_init_last:
-        return float(np.linalg.norm(_to_numpy(block.conv2.kernel)))
-    return None
 
 
 def _norm(arrays):
@@ -100,7 +90,7 @@ class TrainingDynamics(keras.callbacks.Callback):
         blocks: BlockNames = None,
     ) -> None:
         super().__init__()
-        self.x, self.y = x, y
+        self.x, self.y = _inputs.one_batch(x, y)
         self.loss, self.output_index, self.block_choice = loss, output_index, blocks
         self.path = None if path is None else pathlib.Path(path)
         self.every = int(every)
@@ -116,18 +106,21 @@ class TrainingDynamics(keras.callbacks.Callback):
     def _snapshot(self, blocks):
         return [[_to_numpy(w).copy() for w in block.trainable_weights] for block in blocks]
 
-    def _branch_ratios(self, blocks, trace):
-        ratios = [None] * len(blocks)
-        if all(isinstance(block, TransformerBlock) for block in blocks):
-            result = stream_contributions(self.model, self.x, blocks=blocks)
-            means = (np.asarray(result["attention"]) + np.asarray(result["feedforward"])) / 2
-            return [float(value) for value in means.mean(axis=1)]
-        for index, (block, at) in enumerate(zip(blocks, trace.inputs)):
-            parts = residual_parts(block)
-            if parts is not None:
-                branch, shortcut, _ = parts
-                base = np.linalg.norm(_to_numpy(shortcut(at)).ravel())
-                ratios[index] = float(np.linalg.norm(_to_numpy(branch(at)).ravel()) / max(base, 1e-30))
+    def _branch_ratios(self, forward, trace):
+        """Per block, ||branch(x)|| / ||shortcut(x)|| per example, averaged over the examples and
+        the block's residual steps (as `stream_contributions`); None for a plain block."""
+        ratios = []
+        for position in range(len(forward.blocks)):
+            mask = padding_mask_at(trace, position)
+            walked = walk_steps(forward, trace, position)
+            if not all(step.residual for step, *_ in walked):
+                ratios.append(None)
+                continue
+            mine = []
+            for step, stream, update, _ in walked:
+                base = _to_numpy(_per_example_norm(_masked(step.shortcut(stream), mask)))
+                mine.append(_to_numpy(_per_example_norm(_masked(update, mask))) / np.maximum(base, 1e-30))
+            ratios.append(float(np.mean(mine)))
         return ratios
 
     def _record(self, epoch):
@@ -139,7 +132,7 @@ class TrainingDynamics(keras.callbacks.Callback):
             blocks = forward.blocks
             flow = gradient_norms(self.model, self.x, self.y, training=False, loss=self.loss,
                                   output_index=self.output_index, blocks=blocks)
-            branch = self._branch_ratios(blocks, trace)
+            branch = self._branch_ratios(forward, trace)
         after = self._snapshot(blocks)
         updates = [None] * len(blocks)
         if self._before is not None:
@@ -153,7 +146,7 @@ class TrainingDynamics(keras.callbacks.Callback):
                 "stream_grad_norm": float(flow["stream_grad_norms"][index]),
                 "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
                 "update_ratio": updates[index], "branch_ratio": branch[index],
-                "identity_scalar": identity_scalar(block),
+                "identity_scalar": identity_scale(block),
             })
         self._write()
         self.seconds += time.perf_counter() - start

@@ -8,7 +8,7 @@ import numpy as np
 from keras import ops
 
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
-from residual_keras.diagnostics import _autodiff, _losses
+from residual_keras.diagnostics import _autodiff, _inputs, _losses
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
@@ -64,8 +64,10 @@ def gradient_norms(
         model: keras.Model containing residual_keras blocks, at any depth
             and of any shape (see the module docstring; `blocks` chooses
             others).
-        x: a batch of model inputs.
-        y: targets for `loss`, or None. With y=None the targets are random
+        x: a batch of model inputs, or a dataset of (x, y) batches whose
+            first batch is used (see `residual_keras.diagnostics`).
+        y: targets for `loss` (a dict keyed by output name for a model with
+            several outputs), or None. With y=None the targets are random
             labels in the form the loss reads (integers over the last axis
             of the output for a classifier, 0/1 for a one-unit output, numpy
             seed `seed`): the loss is then the cross-entropy a network sees
@@ -100,10 +102,11 @@ def gradient_norms(
         - `loss` (float) and `training` (bool).
     """
     _autodiff.require_autodiff("gradient_norms")
+    x, y = _inputs.one_batch(x, y)
     forward = Forward(model, blocks)
     first = forward.run(x)  # inference mode: the blocks' order and the stream's shapes
     objective = _losses.objective(model, first.model_outputs, loss, output_index)
-    targets = objective.random_targets(seed) if y is None else y
+    targets = objective.random_targets(seed) if y is None else objective.targets(y)
     weights = list(model.trainable_weights)
 
     def loss_value(*perturbations):

@@ -8,9 +8,10 @@ from keras import ops
 
 from residual_keras._checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, Results
-from residual_keras.diagnostics import _autodiff
-from residual_keras.diagnostics._blocks import _call, residual_parts
+from residual_keras.diagnostics import _autodiff, _inputs
+from residual_keras.diagnostics._blocks import _call, steps_at
 from residual_keras.diagnostics._forward import Forward
+from residual_keras.residual import _apply
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
     _TINY,
@@ -20,6 +21,9 @@ from residual_keras.diagnostics._tensors import (
 )
 
 _EAGER_ITERATIONS = 3  # power iterations run eagerly before tracing a tf.function
+# Tracing costs about a second even for a tiny model: worth it only when this many
+# iterations may remain after the eager ones (a 4-iteration estimate stays eager).
+_MIN_TRACED_ITERATIONS = 10
 
 
 def _compose(functions):
@@ -60,8 +64,9 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     v, _ = normalise(v)
     previous = None
     step = power_step
+    worth_tracing = num_iterations - _EAGER_ITERATIONS >= _MIN_TRACED_ITERATIONS
     for iteration in range(1, num_iterations + 1):
-        if use_tf_function and iteration == _EAGER_ITERATIONS + 1:
+        if use_tf_function and worth_tracing and iteration == _EAGER_ITERATIONS + 1:
             step = _autodiff.trace(power_step)  # tracing pays off only when not converged
         v, sigma = step(v)
         sigma = _to_numpy(sigma).astype("float64")
@@ -137,8 +142,9 @@ def jacobian_norm(
         per_block: bool. Also compute each block's own Jacobian norm at the
             input it receives. Default True.
         per_branch: bool. Also compute the norm of each residual block's
-            branch Jacobian `||d f_l / d x||` at its input (None for blocks
-            without a branch/shortcut pair, see `residual_parts`; models only).
+            branch Jacobian `||d f_l / d x||` at its input (None for plain
+            blocks and blocks of several steps, such as Transformer blocks;
+            models only).
             Default False.
         cumulative: bool or int. Also compute `||d x_l / d x_0||` for every
             l = 1..L (True), or for every k-th l and l = L (an int k), for
@@ -164,6 +170,7 @@ def jacobian_norm(
     """
     _autodiff.require_autodiff("jacobian_norm")
     num_iterations = check_positive_int("num_iterations", num_iterations)
+    x = _inputs.one_batch(x)[0]
     forward = None
     if isinstance(model_or_layers, keras.Model):
         forward = Forward(model_or_layers, blocks)
@@ -251,12 +258,13 @@ def jacobian_norm(
     result["per_branch"] = None
     if per_branch:
         rows = []
-        for block, stream in zip(forward.blocks, first.inputs):
-            parts = residual_parts(block)
-            if parts is None:
+        for position, stream in enumerate(first.inputs):
+            steps = steps_at(forward, first, position)
+            if len(steps) != 1 or not steps[0].residual:
                 rows.append(None)
             else:
-                sigma, _ = estimate(parts[0], stream, start_vector(stream))
+                branch = steps[0].branch
+                sigma, _ = estimate(lambda z, branch=branch: _apply(branch, z), stream, start_vector(stream))
                 rows.append(sigma)
         result["per_branch"] = rows
     result["iterations"] = iterations

@@ -12,17 +12,23 @@ intact; a plain network has one path, and deleting any layer breaks it.
 - `lesion_sublayers`: with the attention or the feed-forward sublayer of one
   Transformer block removed.
 
-A removed residual block keeps its shortcut: `ReLU(shortcut(x))` for the
-original blocks (`BasicBlock`, `BottleneckBlock`, `FixupBasicBlock`),
-`shortcut(x)` for `PreActBasicBlock`, `x` for a `TransformerBlock` (for
-Post-LN this also skips the block's LayerNorms). A plain block (or any other
-layer passed in `blocks`) becomes the identity where its output has its
-input's shape and cannot be removed where the shape changes. Everything runs
-in inference mode; the whole model runs with the removed block's call
-replaced (`_forward`), so nothing of the model is cut out or modified.
+A removed block becomes what the residual protocol says
+(`residual_keras.residual`): the block's own `lesioned()` where it has one
+(a `TransformerBlock` becomes the identity, which for Post-LN also skips the
+block's LayerNorms), else each residual step `post(shortcut(x))`:
+`ReLU(shortcut(x))` for the original blocks (`BasicBlock`,
+`BottleneckBlock`, `FixupBasicBlock`), `shortcut(x)` for
+`PreActBasicBlock`, `post(shortcut(x))` for a `Residual`. A plain block (or
+any other layer passed in `blocks`) becomes the identity where its output
+has its input's shape and cannot be removed where the shape changes.
+Everything runs in inference mode, with the masks each block was called
+with; the whole model runs with the removed block's call replaced
+(`_forward`), so nothing of the model is cut out or modified.
+
+Data: `(model, x, y)`, `(model, (x, y))` or `(model, dataset)`, as every
+instrument takes it (`_inputs`).
 """
 
-import itertools
 from typing import Optional, Sequence
 
 import keras
@@ -31,30 +37,35 @@ from keras import ops
 
 from residual_keras._checks import check_positive_int
 from residual_keras._types import Batches, BlockNames, MetricLike, Results
-from residual_keras.diagnostics import _losses
-from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras._types import ArrayLike
+from residual_keras.diagnostics import _inputs, _losses
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._losses import METRICS  # noqa: F401  (re-exported)
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
-from residual_keras.transformer import TransformerBlock
+from residual_keras.residual import _apply, lesioned, residual_steps
 
 
 def _shape(tensor):
     return tuple(tensor.shape[1:])
 
 
-def _lesioned_block(block, input_shape, output_shape):
-    """(function without the block's branch, description) or (None, reason)."""
-    parts = residual_parts(block)
-    if parts is not None:
-        _, shortcut, after = parts
-        relu = after is ops.relu
-        return (lambda x: after(shortcut(x))), ("ReLU(shortcut(x))" if relu else "shortcut(x)")
-    if isinstance(block, TransformerBlock):
-        return (lambda x: x), "identity"
+def _lesioned_block(block, call, input_shape, output_shape):
+    """(function(x, *call_args, **call_kwargs) without the block's branches, description) or (None, reason).
+
+    `call` is the (args, kwargs) of the block's call in the first run: the
+    description comes from it; the function builds the lesion from the
+    arguments of each call it replaces (each batch's masks).
+    """
+    call_args, call_kwargs = call
+    function, description = lesioned(block, *call_args, **call_kwargs)
+    if function is not None:
+        def without_branches(x, *args, **kwargs):
+            return lesioned(block, *args, **kwargs)[0](x)
+
+        return without_branches, description
     if input_shape == output_shape:
-        return (lambda x: x), "identity"
+        return (lambda x, *args, **kwargs: x), "identity"
     return None, f"shape changes {(None, *input_shape)} -> {(None, *output_shape)}"
 
 
@@ -70,24 +81,19 @@ class _Study:
     block's output) and once per plan.
     """
 
-    def __init__(self, model, dataset_or_xy, batch_size, metric, blocks, output_index,
-                 check_blocks=None):
+    def __init__(self, model, x, y, batch_size, metric, blocks, output_index, check_blocks=None):
         self.model = model
         self.forward = Forward(model, blocks)
         self.output_index = output_index
-        batches = _batches(dataset_or_xy, batch_size)
-        try:
-            first = next(batches)
-        except StopIteration:
-            raise ValueError("dataset_or_xy yielded no examples.") from None
-        self.batches = itertools.chain([first], batches)
+        first, self.batches = _inputs.first_and_rest(_inputs.batches(x, y, batch_size))
         self.trace = self.forward.run(first[0])  # the order and shapes of the blocks
         if check_blocks is not None:
             check_blocks(self.forward.blocks)
-        output, self.index, self.count = _losses.choose_output(
-            model, self.trace.model_outputs, output_index)
+        outputs = self.trace.model_outputs
+        output, self.index, self.count = _losses.choose_output(model, outputs, output_index)
+        self.output_names = _losses.ordered_outputs(model, outputs)[0]
         self.metric_name, self.metric_fn = _losses.resolve_metric(
-            metric, model, output, self.index, self.count)
+            metric, model, output, self.index, self.count, self.output_names)
 
     @property
     def names(self):
@@ -95,50 +101,35 @@ class _Study:
 
     def _metric(self, y, trace):
         output, _, _ = _losses.choose_output(self.model, trace.model_outputs, self.index)
-        return self.metric_fn(y, _to_numpy(output))
+        targets = _losses.targets_of(y, self.model, self.output_names, self.index, self.count)
+        return self.metric_fn(targets, _to_numpy(output))
 
     def run(self, plans):
         """Metric of the intact model and of each plan, averaged over the data.
 
         A plan is a dict {block position: function used instead of that
-        block}; the blocks before its first change reuse the intact run's
-        outputs. Returns a float array: [intact, plan 1, plan 2, ...].
+        block, called as the block was}; the blocks before its first change
+        reuse the intact run's outputs. Returns a float array: [intact,
+        plan 1, plan 2, ...].
         """
         totals = np.zeros(len(plans) + 1)
         count = 0
         for x, y in self.batches:
+            size = _inputs.batch_length(x)
             intact = self.forward.run(x)
-            totals[0] += len(x) * self._metric(y, intact)
+            totals[0] += size * self._metric(y, intact)
             for number, plan in enumerate(plans, start=1):
                 trace = self.forward.replay(x, intact, start=min(plan), replace=plan)
-                totals[number] += len(x) * self._metric(y, trace)
-            count += len(x)
+                totals[number] += size * self._metric(y, trace)
+            count += size
         return totals / count
-
-
-def _batches(data, batch_size):
-    """(x, y) numpy batches from a tuple of arrays or an iterable of batches."""
-    if isinstance(data, tuple) and len(data) == 2:
-        x, y = data
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y):
-            raise ValueError(f"x and y differ in length: {len(x)} != {len(y)}.")
-        for start in range(0, len(x), batch_size):
-            yield x[start : start + batch_size], y[start : start + batch_size]
-        return
-    for batch in data:
-        if not (isinstance(batch, (tuple, list)) and len(batch) >= 2):
-            raise ValueError(
-                "dataset_or_xy must be (x, y) arrays or yield (x, y) batches; got "
-                f"an element of type {type(batch).__name__}."
-            )
-        yield _to_numpy(batch[0]), _to_numpy(batch[1])
 
 
 @leaves_model_unchanged
 def lesion(
     model: keras.Model,
-    dataset_or_xy: Batches,
+    x: Batches,
+    y: Optional[ArrayLike] = None,
     *,
     metric: MetricLike = None,
     batch_size: int = 64,
@@ -156,8 +147,11 @@ def lesion(
         model: keras.Model containing residual_keras blocks (any shape:
             nested stages, skips around the blocks, several outputs,
             Sequential, subclassed).
-        dataset_or_xy: `(x, y)` numpy arrays, or an iterable of `(x, y)`
-            batches (a `tf.data.Dataset`, a list...).
+        x: the model's inputs (arrays, or a list/dict of them), with `y`;
+            or an `(x, y)` tuple, or a `tf.data.Dataset` (any iterable of
+            `(x, y)` batches), with `y` left out.
+        y: the targets of `x` (a dict keyed by output name for a model with
+            several outputs), or None when `x` holds them.
         metric: None (the first metric `model.compile` gave the output,
             else accuracy for a classifier output, else the model's loss),
             "accuracy" (argmax against integer or one-hot targets; for a
@@ -181,10 +175,10 @@ def lesion(
         why it could not be removed).
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     trace = study.trace
     replacements = [
-        _lesioned_block(block, _shape(trace.inputs[index]), _shape(trace.outputs[index]))
+        _lesioned_block(block, trace.calls[index], _shape(trace.inputs[index]), _shape(trace.outputs[index]))
         for index, block in enumerate(study.forward.blocks)
     ]
     removable = [index for index, (replacement, _) in enumerate(replacements) if replacement]
@@ -206,7 +200,8 @@ def lesion(
 @leaves_model_unchanged
 def delete_blocks(
     model: keras.Model,
-    dataset_or_xy: Batches,
+    x: Batches,
+    y: Optional[ArrayLike] = None,
     *,
     num_removed: Optional[Sequence[int]] = None,
     draws: int = 5,
@@ -226,8 +221,8 @@ def delete_blocks(
     there are fewer distinct sets).
 
     Args:
-        model, dataset_or_xy, metric, batch_size, blocks, output_index: as
-            in `lesion`.
+        model, x, y, metric, batch_size, blocks, output_index: as in
+            `lesion`.
         num_removed: iterable of k values, or None for 1..n (n candidates).
         draws: int. Random sets per k. Default 5.
         seed: int. Seed of the random sets. Default 0.
@@ -241,13 +236,13 @@ def delete_blocks(
     """
     batch_size = check_positive_int("batch_size", batch_size)
     draws = check_positive_int("draws", draws)
-    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     names, trace = study.names, study.trace
     candidates = []
     replacements = {}
     for index, block in enumerate(study.forward.blocks):
         shapes = _shape(trace.inputs[index]), _shape(trace.outputs[index])
-        replacement, _ = _lesioned_block(block, *shapes)
+        replacement, _ = _lesioned_block(block, trace.calls[index], *shapes)
         if replacement is not None and _keeps_shape(trace, index):
             candidates.append(index)
             replacements[index] = replacement
@@ -290,7 +285,8 @@ def delete_blocks(
 @leaves_model_unchanged
 def swap_blocks(
     model: keras.Model,
-    dataset_or_xy: Batches,
+    x: Batches,
+    y: Optional[ArrayLike] = None,
     *,
     metric: MetricLike = None,
     batch_size: int = 64,
@@ -299,8 +295,9 @@ def swap_blocks(
 ) -> Results:
     """The metric with each pair of adjacent blocks exchanged (Veit et al. 2016, figure 5b).
 
-    Only pairs of blocks that both keep their input's shape can be swapped
-    (any other order would not fit together); with none, `pairs` is empty.
+    Only pairs of blocks that both keep their input's shape, and whose
+    inputs have one shape, can be swapped (any other order would not fit
+    together); with none, `pairs` is empty.
 
     Args:
         as in `lesion`.
@@ -311,15 +308,17 @@ def swap_blocks(
         metric with that pair exchanged).
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index)
+    study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     chosen = study.forward.blocks
 
-    def run(block):
-        return lambda x: block(x, training=False)
+    def run(block):  # a block in another's place, called with the arguments of that place
+        return lambda stream, *args, **kwargs: block(stream, *args, training=False, **kwargs)
 
-    pairs = [
+    trace = study.trace
+    pairs = [  # both keep their shape, and take inputs of one shape (nothing between them reshapes)
         index for index in range(len(chosen) - 1)
-        if _keeps_shape(study.trace, index) and _keeps_shape(study.trace, index + 1)
+        if _keeps_shape(trace, index) and _keeps_shape(trace, index + 1)
+        and _shape(trace.inputs[index]) == _shape(trace.inputs[index + 1])
     ]
     plans = [{index: run(chosen[index + 1]), index + 1: run(chosen[index])} for index in pairs]
     means = study.run(plans)
@@ -336,66 +335,77 @@ def swap_blocks(
 @leaves_model_unchanged
 def lesion_sublayers(
     model: keras.Model,
-    dataset_or_xy: Batches,
+    x: Batches,
+    y: Optional[ArrayLike] = None,
     *,
-    metric: MetricLike = "crossentropy",
+    metric: MetricLike = "loss",
     batch_size: int = 64,
     blocks: BlockNames = None,
     output_index: Optional[int] = None,
 ) -> Results:
-    """The metric with one Transformer sublayer removed: each block's attention, then its feed-forward.
+    """The metric with one step of one block removed: each block's attention, then its feed-forward.
 
-    A removed sublayer writes nothing: the stream passes on as `x` (Pre-LN,
-    ReZero, and the identity in a plain twin) or `LN(x)` (Post-LN, whose
-    LayerNorm sits on the stream).
+    For Transformer blocks the steps are the attention and the feed-forward
+    sublayers (for any block, the steps of the residual protocol,
+    `residual_keras.residual`). A removed sublayer writes nothing: the
+    stream passes on as `post(shortcut(x))`, which is `x` (Pre-LN, ReZero)
+    or `LN(x)` (Post-LN, whose LayerNorm sits on the stream); in a plain
+    twin as `post(x)` (`x`, or `LN(x)` for Post-LN). The blocks run with the masks they were called
+    with.
 
     Args:
-        model, dataset_or_xy, batch_size, blocks, output_index: as in
-            `lesion`; every block must be a `TransformerBlock`.
-        metric: as in `lesion`. Default "crossentropy".
+        model, x, y, batch_size, blocks, output_index: as in `lesion`;
+            every block must have the same steps.
+        metric: as in `lesion`. Default "loss": the model's loss (for a
+            language model the next token's cross-entropy; a regression's
+            own loss, never a classifier's metric on an image).
 
     Returns:
-        dict with `model`, `names`, `metric`, `intact`, `attention` and
-        `feedforward` (L floats: the metric with that block's sublayer removed).
+        dict with `model`, `names`, `metric`, `intact`, `steps` (the step
+        names: "attention", "feedforward"; "branch" for a block with one
+        unnamed step) and, per step name, L floats: the metric with that
+        step of each block removed.
     """
     batch_size = check_positive_int("batch_size", batch_size)
-
-    def check(chosen):
-        for block in chosen:
-            if not isinstance(block, TransformerBlock):
-                raise TypeError(
-                    f"lesion_sublayers needs TransformerBlocks; {block.name!r} is a {type(block).__name__}.")
-
-    study = _Study(model, dataset_or_xy, batch_size, metric, blocks, output_index, check_blocks=check)
+    study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     chosen = study.forward.blocks
+    first_steps = [residual_steps(block, *call[0], **call[1]) for block, call in zip(chosen, study.trace.calls)]
+    names = [step.name or "branch" for step in first_steps[0]]
+    for block, steps in zip(chosen, first_steps):
+        if [step.name or "branch" for step in steps] != names:
+            raise ValueError(
+                f"lesion_sublayers compares one kind of block; {block.name!r} has the steps "
+                f"{[step.name or 'branch' for step in steps]}, {chosen[0].name!r} {names}. Pass "
+                "blocks= with blocks of one kind."
+            )
 
     def without(block, removed):
-        def skip(x, norm):
-            return norm(x) if block.norm_position == "post" and block.uses_layer_norm else x
-
-        def run(x):
-            if removed == "attention":
-                x = skip(x, block.attention_norm)
-            else:
-                x = block.join(x, block.attention_branch(x, training=False), block.attention_norm)
-            if removed == "feedforward":
-                return skip(x, block.feedforward_norm)
-            return block.join(x, block.feedforward_branch(x, training=False), block.feedforward_norm)
+        def run(x, *args, **kwargs):
+            for number, step in enumerate(residual_steps(block, *args, **kwargs)):
+                if number != removed:
+                    x = step(x)
+                elif step.residual:
+                    x = step.without_branch(x)
+                elif step.post is not None:  # a plain twin's step removed: post(x) (Post-LN: LN(x))
+                    x = _apply(step.post, x)
+            return x
 
         return run
 
     plans = [
         {index: without(block, removed)}
-        for removed in ("attention", "feedforward")
+        for removed in range(len(names))
         for index, block in enumerate(chosen)
     ]
     means = study.run(plans)
     count = len(chosen)
-    return {
+    result = {
         "model": study.forward.model_name,
         "names": study.names,
         "metric": study.metric_name,
         "intact": float(means[0]),
-        "attention": [float(value) for value in means[1 : 1 + count]],
-        "feedforward": [float(value) for value in means[1 + count :]],
+        "steps": names,
     }
+    for number, name in enumerate(names):
+        result[name] = [float(value) for value in means[1 + number * count: 1 + (number + 1) * count]]
+    return result

@@ -1,8 +1,11 @@
 """The gradient carried by paths of each length (Veit et al. 2016, figure 6).
 
-Unrolled, a network of n residual blocks `x_l = after(shortcut(x_{l-1}) +
-branch(x_{l-1}))` is a sum over 2^n paths: at every block a path goes either
-through the branch or along the shortcut. A path's length k is the number of
+Unrolled, a network of n residual steps `x_l = post(shortcut(x_{l-1}) +
+branch(x_{l-1}))` is a sum over 2^n paths: at every step a path goes either
+through the branch or along the shortcut. A ResNet block is one step; a
+Transformer block two (attention, then feed-forward: L blocks give 2L steps
+and 2^(2L) paths). The steps are those of the residual protocol
+(`residual_keras.residual`), so a student's own block counts as well. A path's length k is the number of
 branches it passes; there are C(n, k) paths of length k, so path lengths
 follow Binomial(n, 1/2) and most paths are about n/2 blocks deep.
 
@@ -15,9 +18,9 @@ it estimates the total gradient that paths of length k carry. For ResNet-110
 (54 blocks) they found almost all of it in paths of 5-17 blocks: the
 effective paths are short, although the network is deep.
 
-Where a block ends with a ReLU after the addition (the original block), the
-gradient passes the ReLU's 0/1 mask first and then either way, as in Veit
-et al.'s derivation. Everything runs in inference mode (BatchNorm with its
+Where a step ends with something after the addition (the original block's
+ReLU, Post-LN's LayerNorm), the gradient passes its Jacobian first and then
+either way, as in Veit et al.'s derivation (for a ReLU, a 0/1 mask). Everything runs in inference mode (BatchNorm with its
 moving statistics, so each example is separate).
 
 Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch).
@@ -32,9 +35,10 @@ from keras import ops
 
 from residual_keras._checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
-from residual_keras.diagnostics import _autodiff, _losses
-from residual_keras.diagnostics._blocks import residual_parts
+from residual_keras.diagnostics import _autodiff, _inputs, _losses
+from residual_keras.diagnostics._blocks import steps_at
 from residual_keras.diagnostics._forward import Forward
+from residual_keras.residual import _apply
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
 
@@ -54,12 +58,13 @@ def path_gradients(
     """Gradient norm at x_0 through single paths of each length k = 0..n.
 
     Args:
-        model: keras.Model whose blocks are all residual conv blocks of the
-            library (`BasicBlock`, `BottleneckBlock`, `PreActBasicBlock`,
-            `FixupBasicBlock` with residual=True), each taking the previous
-            one's output (they may sit in nested stages, with a skip around
-            them).
-        x: a batch of model inputs.
+        model: keras.Model whose blocks are all residual (every step adds
+            its shortcut: the package's blocks with residual=True,
+            `Residual`, a layer of one's own with `residual_steps`), each
+            taking the previous one's output (they may sit in nested stages,
+            with a skip around them).
+        x: a batch of model inputs, or a dataset of (x, y) batches whose
+            first batch is used.
         y: targets for the loss, or None for random labels (as in
             `gradient_norms`, numpy seed `seed`).
         samples: int. Random paths per length k (k = 0 and k = n have one
@@ -72,7 +77,8 @@ def path_gradients(
             reads (see `gradient_norms`).
 
     Returns:
-        dict with `model`, `names` (n block names), `lengths` (0..n),
+        dict with `model`, `names` (the n steps: block names, with the step
+        appended for blocks of several steps, "block1 attention"), `lengths` (0..n),
         `num_paths` (C(n, k) as floats), `path_fraction` (C(n, k) / 2^n, the
         binomial distribution of path lengths), `gradient_per_path` (mean
         gradient norm at x_0 of one path of length k, over the sampled
@@ -85,17 +91,24 @@ def path_gradients(
     """
     _autodiff.require_autodiff("path_gradients")
     samples = check_positive_int("samples", samples)
+    x, y = _inputs.one_batch(x, y)
     forward = Forward(model, blocks)
     first = forward.run(x)
-    parts = []
-    for block in forward.blocks:
-        found = residual_parts(block)
-        if found is None:
-            raise ValueError(
-                f"path_gradients needs residual conv blocks; {block.name!r} "
-                f"({type(block).__name__}) has no branch/shortcut pair (a plain network has one path)."
-            )
-        parts.append(found)
+    steps, step_inputs, names = [], [], []  # every residual step in order, and where it is evaluated
+    for position, block_name in enumerate(forward.names):
+        stream = first.inputs[position]
+        mine = steps_at(forward, first, position)
+        for step in mine:
+            if not step.residual:
+                raise ValueError(
+                    f"path_gradients needs residual blocks; {block_name!r} "
+                    f"({type(forward.blocks[position]).__name__}) has no branch/shortcut pair (a plain "
+                    "network has one path)."
+                )
+            steps.append(step)
+            step_inputs.append(stream)
+            names.append(f"{block_name} {step.name}" if len(mine) > 1 and step.name else block_name)
+            stream = step(stream)
     gap = forward.directly_chained(first)
     if gap is not None:
         raise ValueError(
@@ -105,9 +118,7 @@ def path_gradients(
         )
     objective = _losses.objective(model, first.model_outputs, loss, output_index)
     rng = np.random.default_rng(seed)
-    targets = y
-    if targets is None:
-        targets = objective.random_targets(rng)
+    targets = objective.random_targets(rng) if y is None else objective.targets(y)
     last = len(forward.blocks)
 
     def loss_value(perturbation):
@@ -123,14 +134,16 @@ def path_gradients(
     if upstream is None:
         upstream = ops.zeros_like(first.points[-1])
 
-    def block_backward(index):
-        """g -> (through the branch, along the shortcut) for block `index` at its recorded input."""
-        branch, shortcut, after = parts[index]
-        at = first.inputs[index]
+    def step_backward(index):
+        """g -> (through the branch, along the shortcut) for step `index` at its recorded input."""
+        step, at = steps[index], step_inputs[index]
+
+        def after(z):
+            return z if step.post is None else _apply(step.post, z)
 
         def backward(gradient):
             (through_branch, along_shortcut), pullback = _autodiff.vjp(
-                lambda z: (branch(z), shortcut(z)), at
+                lambda z: (_apply(step.branch, z), _apply(step.shortcut, z)), at
             )
             _, after_pullback = _autodiff.vjp(after, through_branch + along_shortcut)
             masked = after_pullback(gradient)
@@ -139,23 +152,23 @@ def path_gradients(
 
         return _autodiff.trace(backward)
 
-    backwards = [block_backward(index) for index in range(len(forward.blocks))]
+    backwards = [step_backward(index) for index in range(len(steps))]
 
     def one_path(through):
         gradient = upstream
-        for index in reversed(range(len(forward.blocks))):
+        for index in reversed(range(len(steps))):
             via_branch, via_shortcut = backwards[index](gradient)
             gradient = via_branch if index in through else via_shortcut
         return float(np.linalg.norm(_to_numpy(gradient).ravel()))
 
     def full_gradient():
         gradient = upstream
-        for index in reversed(range(len(forward.blocks))):
+        for index in reversed(range(len(steps))):
             via_branch, via_shortcut = backwards[index](gradient)
             gradient = via_branch + via_shortcut
         return float(np.linalg.norm(_to_numpy(gradient).ravel()))
 
-    n = len(forward.blocks)
+    n = len(steps)
     per_path = []
     for k in range(n + 1):
         count = 1 if k in (0, n) else samples
@@ -166,7 +179,7 @@ def path_gradients(
     total = num_paths * per_path
     return {
         "model": forward.model_name,
-        "names": list(forward.names),
+        "names": names,
         "lengths": np.arange(n + 1),
         "num_paths": num_paths,
         "path_fraction": num_paths / 2.0**n,

@@ -20,12 +20,21 @@ from residual_keras.plots._style import (
 )
 
 
+def _estimate_note(result):
+    """" (lower bound: k power iterations)" for an unconverged estimate, else ""."""
+    if result.get("converged", True):
+        return ""
+    return f" (lower bound: {result.get('iterations', '?')} power iterations)"
+
+
 def jacobian(
     results: OneOrMore, labels: Labels=None, *, references: Sequence[float]=(), path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
 ) -> Figure:
     """Spectral norm of d x_l / d x_0 against depth l, with `c^l` reference lines.
 
-    A result with `cumulative` norms (`jacobian_norm(..., cumulative=True)`)
+    Power iteration approaches the norm from below: a result whose
+    estimates did not converge is labelled "lower bound: k power
+    iterations". A result with `cumulative` norms (`jacobian_norm(..., cumulative=True)`)
     is drawn as a line over l = 1..L (the mean over examples, with the
     min-max range shaded); one without is a single marker at depth L, so a
     list of models of different depths also draws a curve.
@@ -51,6 +60,7 @@ def jacobian(
     max_depth = 1
     for style, result, label in zip(series_styles(labels), results, labels):
         color = style["color"]
+        label += _estimate_note(result)
         if result.get("cumulative") is not None:
             norms = np.asarray(result["cumulative"], dtype="float64")
             depths = np.asarray(result.get("cumulative_depths") or np.arange(1, len(norms) + 1))
@@ -115,7 +125,9 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     (`jacobian_norm(..., per_branch=True)`) the bound `prod (1 + eps_i)` is
     dotted (a ReLU after the addition only lowers it), and `prod (1 - eps_i)`
     too when every eps_i < 1 (the lower bound needs eps < 1 and blocks
-    `x + f(x)`).
+    `x + f(x)`). Unconverged power iterations give lower bounds of every one
+    of these norms, so then the solid line can lie above the dashed one;
+    the panel's title says so.
 
     Args:
         results: `diagnostics.jacobian_norm` results computed with
@@ -155,9 +167,11 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
         axis.set_xlabel(r"block $\ell$")
         low, high = axis.get_ylim()
         axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
-        axis.set_title(label, fontsize="medium")
+        note = _estimate_note(result)
+        axis.set_title(label + (f"\n{note.strip(' ()')}" if note else ""), fontsize="medium")
         axis.legend(fontsize="x-small")
     return _finish(figure, path)
+
 
 def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """At initialisation, how the gradient gain, the Jacobian and the stream scale with depth.

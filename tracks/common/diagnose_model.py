@@ -20,13 +20,14 @@ import argparse
 import dataclasses
 import importlib
 import pathlib
+import sys
 
 import numpy as np
 
 from tracks.common import instruments
 from tracks.common.cli import fail, log, resolve_config, train_parser
 from tracks.common.config import ConfigError
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_dir import RunDirectory, describe_os_error
 
 
 def wants_saved_models(argv):
@@ -45,10 +46,18 @@ def _parser(prog, config_cls, presets, default_preset):
     parser.add_argument("--input-shape", default=None, metavar="A,B,...",
                         help="measure on random inputs of this shape (without the batch axis) "
                              "instead of the track's data; token ids for an integer input")
+    parser.add_argument("--input-dtype", default=None, metavar="DTYPE",
+                        help="dtype of the random inputs (default: the model's input dtype, else "
+                             "float32); an integer dtype draws token ids")
+    parser.add_argument("--input-range", default=None, metavar="LOW,HIGH",
+                        help="draw the random inputs uniformly from [LOW, HIGH) (default: token ids "
+                             "from the model's embedding vocabulary, leaving out the padding id 0 "
+                             "where it masks zeros; standard normal floats)")
     parser.add_argument("--examples", type=int, default=16,
                         help="examples in the random batch of --input-shape (default 16)")
-    parser.add_argument("--output-index", type=int, default=None,
-                        help="for a model with several outputs: the one the loss reads")
+    parser.add_argument("--output-index", default=None, metavar="INDEX_OR_NAME",
+                        help="for a model with several outputs: the one the loss reads, by position "
+                             "(in the order of model.output_names) or by name")
     parser.add_argument("--blocks", default=None, metavar="NAME,NAME,...",
                         help="the layers to measure as blocks (default: the residual_keras blocks)")
     parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
@@ -98,25 +107,93 @@ def _parse_shape(text):
     return shape
 
 
+def _output_index(text):
+    """--output-index as a position (an integer) or an output's name."""
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
 def _chosen_output(model, outputs, output_index):
+    """The output the loss reads, chosen as the instruments choose it."""
+    from residual_keras.diagnostics import choose_output
+
+    return choose_output(model, outputs, output_index)
+
+
+def _layers(layer):
+    """`layer` and every layer inside it reachable through `.layers` (nested models and stages)."""
+    found = [layer]
+    for inner in getattr(layer, "layers", None) or []:
+        found += _layers(inner)
+    return found
+
+
+def _vocabulary(model):
+    """(lowest, highest + 1) token id the model's first embedding reads, or None.
+
+    From a `keras.layers.Embedding` (`input_dim`) or the package's
+    `TokenAndPositionEmbedding` (`vocab_size`); with `mask_zero=True`, 0 is
+    padding and is left out, so that no example is all padding.
+    """
     import keras
 
-    flat = keras.tree.flatten(outputs)
-    return flat[output_index or 0] if len(flat) > 1 else flat[0]
+    from residual_keras import TokenAndPositionEmbedding
+
+    for layer in _layers(model):
+        if isinstance(layer, TokenAndPositionEmbedding):
+            size, mask_zero = layer.vocab_size, layer.mask_zero
+        elif isinstance(layer, keras.layers.Embedding):
+            size, mask_zero = layer.input_dim, layer.mask_zero
+        else:
+            continue
+        return (1 if mask_zero else 0), int(size)
+    return None
 
 
-def _random_batch(model, shape, examples, output_index, seed):
-    """Standard normal inputs, or token ids below the model's vocabulary for an integer input."""
+def _parse_range(text):
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--input-range expects LOW,HIGH such as 1,20000 or -1,1; got {text!r}") from None
+    if not low < high:
+        raise ValueError(f"--input-range needs LOW < HIGH; got {text!r}")
+    return low, high
+
+
+def _random_batch(model, shape, examples, dtype, value_range, seed):
+    """Random inputs: token ids from the model's vocabulary for an integer input, else floats.
+
+    Args:
+        dtype: None (the model's input dtype, else float32) or a dtype name.
+        value_range: None or the text of --input-range.
+    """
     import keras
 
     rng = np.random.default_rng(seed)
     inputs = getattr(model, "inputs", None)
-    dtype = keras.backend.standardize_dtype(inputs[0].dtype) if inputs else "float32"
+    if dtype is None:
+        dtype = keras.backend.standardize_dtype(inputs[0].dtype) if inputs else "float32"
+    try:
+        dtype = keras.backend.standardize_dtype(dtype)
+    except ValueError:
+        raise ValueError(f"--input-dtype {dtype!r} is not a dtype (int32, float32, ...)") from None
+    low_high = None if value_range is None else _parse_range(value_range)
     if "int" not in dtype:
-        return rng.normal(size=(examples, *shape)).astype("float32")
-    probe = model(np.zeros((1, *shape), dtype=dtype), training=False)
-    vocabulary = int(_chosen_output(model, probe, output_index).shape[-1])  # logits over the ids
-    return rng.integers(0, vocabulary, size=(examples, *shape)).astype(dtype)
+        if low_high is None:
+            return rng.normal(size=(examples, *shape)).astype(dtype)
+        return rng.uniform(*low_high, size=(examples, *shape)).astype(dtype)
+    if low_high is None:
+        low_high = _vocabulary(model)
+        if low_high is None:
+            raise ValueError(
+                f"model {model.name!r} takes integer inputs but has no Embedding layer to read its "
+                "vocabulary from: pass --input-range LOW,HIGH (the token ids to draw)")
+    low, high = int(low_high[0]), int(low_high[1])
+    if high <= low:
+        raise ValueError(f"--input-range leaves no integer to draw in [{low}, {high})")
+    return rng.integers(low, high, size=(examples, *shape)).astype(dtype)
 
 
 def _declared_length(model):
@@ -148,8 +225,11 @@ def _track_batch(config, data, model, instrument_batch, output_index):
                 f"{tuple(x.shape[1:])}. Pass --input-shape {','.join(str(s or 32) for s in expected)} "
                 "to measure it on random inputs.")
     if np.issubdtype(x.dtype, np.integer):  # token ids: the model must know every one of them
-        probe = model(np.zeros_like(x[:1]), training=False)
-        vocabulary = _chosen_output(model, probe, output_index).shape[-1]
+        known = _vocabulary(model)
+        if known is None:
+            probe = model(np.zeros_like(x[:1]), training=False)
+            known = (0, _chosen_output(model, probe, output_index)[0].shape[-1])
+        vocabulary = known[1]
         if int(x.max()) >= vocabulary:
             raise ValueError(
                 f"the track's data has token ids up to {int(x.max())}; model {model.name!r} "
@@ -161,7 +241,7 @@ def _labels_fit(model, x, y, output_index):
     """Whether the data's integer labels can be targets of the model's output."""
     if y is None or not np.issubdtype(np.asarray(y).dtype, np.integer):
         return False
-    output = _chosen_output(model, model(x[:1], training=False), output_index)
+    output = _chosen_output(model, model(x[:1], training=False), output_index)[0]
     return len(output.shape) >= 2 and int(np.max(y)) < output.shape[-1]
 
 
@@ -192,8 +272,13 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
     if len(args.model) > 2:
         return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
     blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
+    output_index = _output_index(args.output_index)
     try:
         config, _, _ = resolve_config(args, track, config_cls, presets)
+        if args.examples < 1:
+            raise ValueError(f"--examples must be >= 1, got {args.examples}")
+        if args.input_shape is None and (args.input_dtype or args.input_range):
+            raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
         loaded = _load(args.model, args.modules)
         data, banner = None, None
         if args.input_shape is None:
@@ -203,11 +288,11 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
         batches = []
         for _, _, model in loaded:
             if shape is not None:
-                batches.append((_random_batch(model, shape, args.examples, args.output_index,
-                                              config.seed), None))
+                batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
+                                              args.input_range, config.seed), None))
             else:
-                x, y = _track_batch(config, data, model, instrument_batch, args.output_index)
-                batches.append((x, y if _labels_fit(model, x, y, args.output_index) else None))
+                x, y = _track_batch(config, data, model, instrument_batch, output_index)
+                batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
         x, y = batches[0]
         if any(other.shape != x.shape for other, _ in batches):
             raise ValueError("the two models take inputs of different shapes "
@@ -218,6 +303,23 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
         run = RunDirectory.create(f"{track}-diagnose", config, out=args.out)
     except (ConfigError, ValueError) as error:
         return fail(str(error))
+    except OSError as error:
+        return fail(describe_os_error(error))
+    try:
+        return _measure(run, track, config, loaded, x, y, shape, data, banner, blocks, output_index, args)
+    except KeyboardInterrupt:
+        run.discard()
+        print("interrupted; nothing was kept", file=sys.stderr, flush=True)
+        return 130
+    except BaseException:
+        run.discard()
+        raise
+    finally:
+        run.release()
+
+
+def _measure(run, track, config, loaded, x, y, shape, data, banner, blocks, output_index, args):
+    """The instruments on the loaded models, into `run`; the exit code (the run is discarded on failure)."""
     from tracks.common.runtime import setup_runtime
 
     setup_runtime("fp32", "off", "none", seed=config.seed)
@@ -232,11 +334,20 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
     try:
         summary = instruments.at_initialisation(
             models, x, run.path, y=y, banner=banner, log=log, calibrate=args.calibrate_batchnorm,
-            output_index=args.output_index, blocks=blocks, depth_scaling=False)
+            output_index=output_index, blocks=blocks, depth_scaling=False,
+            jacobian_iterations=SAVED_MODEL_JACOBIAN_ITERATIONS, jacobian_tolerance=1e-3)
     except (ValueError, TypeError) as error:
+        run.discard()
         return fail(f"{error} (diagnose --model measures classifiers and language models with "
                     "the data's labels or random ones; a model that needs targets of its own is "
                     "measured from Python: residual_keras.diagnostics.gradient_norms(model, x, y))")
+    broken = [label for label, values in summary.items() if not _finite_measurement(values)]
+    if broken:
+        run.discard()
+        print(f"error: the measurements of {', '.join(broken)} are not numbers (NaN or infinite: the "
+              "model's loss or its gradient on this batch is not finite; a batch of padding only, or a "
+              "model that overflows, does this); nothing was written", file=sys.stderr, flush=True)
+        return 1
     run.update_results(track=f"{track}-diagnose", dataset=None if data is None else data.name,
                        banner=None if data is None else data.banner, saved_models=described,
                        targets=targets, measured=summary)
@@ -251,3 +362,14 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
                     f"are, no training, on {where}; {calibration}; the loss reads {targets}.\n")
     log(f"done: {run.path / 'summary.md'}")
     return 0
+
+
+# Power iterations for a saved model's Jacobian: students' models are small, so run to tolerance.
+SAVED_MODEL_JACOBIAN_ITERATIONS = 50
+
+
+def _finite_measurement(values):
+    """Whether a model's loss and stream gradients are finite numbers (None: NaN, after jsonable)."""
+    loss = values.get("loss")
+    norms = values.get("stream_grad_norms") or []
+    return loss is not None and all(norm is not None for norm in norms)

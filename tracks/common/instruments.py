@@ -42,8 +42,8 @@ def jsonable(value):
 
 
 def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examples=1,
-                      jacobian_iterations=3, log=print, calibrate=True, output_index=None,
-                      blocks=None, depth_scaling=True):
+                      jacobian_iterations=3, jacobian_tolerance=1e-5, log=print, calibrate=True,
+                      output_index=None, blocks=None, depth_scaling=True):
     """Draws the three initialisation plots; returns per-model summary numbers.
 
     Args:
@@ -54,8 +54,10 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
             gradient instruments, or None for random labels.
         banner: a data-fallback warning for the plot titles, or None.
         jacobian_examples: examples used for the Jacobian norms.
-        jacobian_iterations: power iterations per depth (each depth starts
-            from the previous depth's singular vector, so a few suffice).
+        jacobian_iterations: most power iterations per estimate (each depth
+            starts from the previous depth's singular vector); an estimate
+            that has not converged is reported as a lower bound.
+        jacobian_tolerance: the relative change at which an estimate has converged.
         log: progress lines.
         calibrate: set the BatchNorm statistics from `x` before the Jacobian
             (False: measure a saved model with its own statistics).
@@ -86,7 +88,8 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
             diagnostics.calibrate_batchnorm(model, x)
         num_blocks = len(gradients[labels.index(label)]["names"])
         result = diagnostics.jacobian_norm(
-            model, x[:jacobian_examples], num_iterations=jacobian_iterations, per_block=True,
+            model, x[:jacobian_examples], num_iterations=jacobian_iterations,
+            tolerance=jacobian_tolerance, per_block=True,
             per_branch=True, cumulative=max(1, num_blocks // 10),  # about 10 depths: O(L^2 / k)
             use_tf_function=False, blocks=blocks,  # eager: no retracing for every depth
         )
@@ -103,6 +106,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     for label, gradient, activation in zip(labels, gradients, activations):
         rms = np.asarray(activation["rms"]).mean(axis=1)
         summary[label] = {
+            "loss": gradient["loss"],
             "gradient_gain": gradient["gain"],
             "block_weight_grad_norms": gradient["block_weight_grad_norms"],
             "stream_grad_norms": gradient["stream_grad_norms"],
@@ -112,6 +116,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     for label, result in zip(jacobian_labels, jacobians):
         summary[label]["jacobian_norm"] = float(np.mean(result["total"]))
         summary[label]["jacobian_converged"] = result["converged"]
+        summary[label]["jacobian_iterations"] = result["iterations"]
     if depth_scaling and len({depth for _, _, depth, _ in models}) > 1:
         _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples)
     return jsonable(summary)
@@ -132,6 +137,7 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples):
                                                per_block=False, use_tf_function=False)
             values["jacobian_norm"] = float(np.mean(result["total"]))
             values["jacobian_converged"] = result["converged"]
+            values["jacobian_iterations"] = result["iterations"]
         by_variant.setdefault(variant, {})[depth] = values
     plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner)
 
@@ -188,10 +194,16 @@ INSTRUMENT_NOTES = """\
   blocks: BatchNorm branches of unit size add up along a residual stream; unnormalised
   He-initialised residual branches as large as the stream double its variance per block.
 - **Jacobian**: the spectral norm of d x_l / d x_0 (power iteration, never forming
-  the matrix). A plain stack multiplies one Jacobian per block (a line c^l on this log
-  scale if each block stretches by c). Residual blocks contribute I + df/dx. When every
-  branch starts at exactly 0 (zero-gamma, Fixup, ReZero, zero-initialised pre-activation
-  blocks) the product is exactly 1 (tests/test_diagnostics.py, tests/test_preact_blocks.py).
+  the matrix). Power iteration approaches the norm from below: an estimate that did not
+  converge in the iterations it was given is a lower bound, and is marked "≥ ... (lower
+  bound)" in the table and "lower bound" in the plots. A plain stack multiplies one
+  Jacobian per block (a line c^l on this log scale if each block stretches by c).
+  Residual blocks contribute I + df/dx. When every branch starts at exactly 0 (zero-gamma,
+  Fixup, ReZero, zero-initialised pre-activation blocks) the product's norm is exactly 1
+  (tests/test_diagnostics.py, tests/test_preact_blocks.py). The gradient gain of a
+  zero-gamma network is still below 1: each of its blocks starts as ReLU(shortcut(x)),
+  whose Jacobian passes the gradient only where the stream is positive, so the gradient
+  on the other entries of x_0 is lost.
 - **Weight gradients per block**: the norm of each block's weight gradient, input side on
   the left (Xiong et al. 2020 compare Post-LN with Pre-LN this way).
 - A gain shown as "undefined" has no gradient at the last block to divide by: Fixup
@@ -206,8 +218,11 @@ def initialisation_table(summary):
     rows = []
     for label, values in summary.items():
         gains = values.get("block_weight_grad_norms") or []
+        jacobian = scientific(values.get("jacobian_norm"))
+        if values.get("jacobian_norm") is not None and values.get("jacobian_converged") is False:
+            jacobian = f"≥ {jacobian} (lower bound, {values.get('jacobian_iterations', '?')} iterations)"
         rows.append([
-            label, scientific(values.get("gradient_gain")), scientific(values.get("jacobian_norm")),
+            label, scientific(values.get("gradient_gain")), jacobian,
             scientific(values.get("stream_growth")),
             f"{scientific(gains[0])} / {scientific(gains[-1])}" if gains else "—",
         ])

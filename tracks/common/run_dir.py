@@ -72,6 +72,8 @@ class RunDirectory:
         self.path = pathlib.Path(path)
         self.track = track
         self._lock_fd = None
+        self._created = False  # create() made this run (rather than resume())
+        self._made_directory = False  # create() made the directory (it did not exist)
 
     # Creating and reopening -------------------------------------------------
 
@@ -99,6 +101,7 @@ class RunDirectory:
         if run.path.exists() and not run.path.is_dir():
             raise ConfigError(f"--out {run.path} is a file, not a directory; choose another --out")
         run._refuse_if_not_empty(reuse_hint)
+        run._created, run._made_directory = True, not run.path.exists()
         try:
             run.path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -203,6 +206,28 @@ class RunDirectory:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def discard(self):
+        """Removes a run that failed before it finished anything, and releases it.
+
+        Only for a run this process created (it was empty then, so everything
+        in it was written by this process); the directory itself goes too
+        where `create` made it. A run with a finished model is kept.
+        """
+        try:
+            if not self._created or self.finished_models():
+                return
+        except ConfigError:
+            return
+        finally:
+            self.release()
+        for entry in sorted(self.path.rglob("*"), key=lambda path: len(path.parts), reverse=True):
+            if entry.is_dir() and not entry.is_symlink():
+                entry.rmdir()
+            else:
+                entry.unlink(missing_ok=True)
+        if self._made_directory:
+            self.path.rmdir()
 
     # Paths --------------------------------------------------------------------
 

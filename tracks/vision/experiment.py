@@ -15,22 +15,7 @@ from residual_keras import cifar_resnet, count_trainable_params, diagnostics
 from tracks.common.instruments import jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
-
-# Builder arguments of each variant (see presets.VARIANTS).
-VARIANT_KWARGS = {
-    "plain": {"residual": False},
-    "residual": {},
-    "zero-gamma": {"zero_gamma": True},
-    "fixup": {"norm": "fixup"},
-    "projection": {"shortcut": "B"},
-    "preact": {"block": "preact"},
-    "preact-zero": {"block": "preact", "zero_init_last": True},
-    "plain-preact": {"block": "preact", "residual": False},
-    "plain-nonorm": {"norm": "none", "residual": False},
-    "residual-nonorm": {"norm": "none"},
-    "preact-zero-nonorm": {"block": "preact", "norm": "none", "zero_init_last": True},
-}
-
+from tracks.vision.variants import VARIANTS
 
 @dataclasses.dataclass(frozen=True)
 class VisionSpec:
@@ -54,7 +39,7 @@ def build_model(config, spec, num_classes):
         num_classes=num_classes,
         weight_decay=config.weight_decay,
         name=spec.id.replace("-", "_"),
-        **VARIANT_KWARGS[spec.variant],
+        **VARIANTS[spec.variant].builder,
     )
 
 
@@ -113,7 +98,7 @@ DELETION_DRAWS = 5
 PATH_IMAGES = 32
 
 
-def ensemble_study(model, data, num_images, seed=0):
+def ensemble_study(model, data, num_images, seed=0, plain=False):
     """Veit et al. 2016's other experiments on a trained model.
 
     Test accuracy with k random same-shape blocks removed (k = 1..n) and with
@@ -127,7 +112,7 @@ def ensemble_study(model, data, num_images, seed=0):
         "deletion": diagnostics.delete_blocks(model, (x, y), draws=DELETION_DRAWS, batch_size=250, seed=seed),
         "swaps": diagnostics.swap_blocks(model, (x, y), batch_size=250),
     }
-    if all(diagnostics.residual_parts(block) is not None for block in diagnostics.find_blocks(model)):
+    if not plain:  # a plain network has one path
         study["paths"] = diagnostics.path_gradients(model, x[:PATH_IMAGES], y[:PATH_IMAGES], seed=seed)
     return jsonable(study)
 
@@ -177,6 +162,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
         entry["test_error"] = 1.0 - test["accuracy"]
         entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
-        entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed)
+        entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed,
+                                           plain=VARIANTS[spec.variant].plain)
     entry["seconds"] = time.perf_counter() - start
     return entry

@@ -17,16 +17,12 @@ Thresholds, stated once:
 import numpy as np
 
 from tracks.common.findings import Finding, depth_scaling, diverged_models, entries_by, percent, scientific
+from tracks.vision.variants import PLAIN_VARIANTS, VARIANTS
 
 DEGRADATION_POINTS = 0.05
 KEEPS_SHARE = 0.8
-# The residual variants and the plain twin each is compared with.
-PLAIN_TWIN = {
-    "residual": "plain", "zero-gamma": "plain", "projection": "plain", "fixup": "plain",
-    "preact": "plain-preact", "preact-zero": "plain-preact",
-    "residual-nonorm": "plain-nonorm", "preact-zero-nonorm": "plain-nonorm",
-}  # fmt: skip
-PLAIN_VARIANTS = ("plain", "plain-preact", "plain-nonorm")
+# The plain twin each residual variant is compared with (variants.py).
+PLAIN_TWIN = {variant.name: variant.plain_twin for variant in VARIANTS.values() if variant.plain_twin}
 
 
 def _shallow_deep(by_depth):

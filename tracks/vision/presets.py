@@ -10,24 +10,11 @@ import dataclasses
 import math
 from typing import Optional
 
+from residual_keras.models import blocks_per_stage
 from tracks.common.config import refuse_repeats
 from tracks.common.runtime import RuntimeOptions
+from tracks.vision.variants import VARIANT_HELP, VARIANTS
 
-from residual_keras.models import blocks_per_stage
-
-VARIANTS = (
-    "plain", "residual", "zero-gamma", "fixup", "projection",
-    "preact", "preact-zero", "plain-preact",
-    "plain-nonorm", "residual-nonorm", "preact-zero-nonorm",
-)  # fmt: skip
-VARIANT_HELP = (
-    "plain: no shortcuts; residual: identity/option-A shortcuts, ReLU(x + f(x)); zero-gamma: "
-    "residual with each block's last BN gamma at 0; fixup: residual without BN, Fixup init; "
-    "projection: residual with option-B (1x1 conv) shortcuts; preact: pre-activation blocks "
-    "x + f(x) (He et al. 2016); preact-zero: preact with each branch's last conv at 0; "
-    "plain-preact: preact's plain twin; plain-nonorm, residual-nonorm: plain/residual without "
-    "any normalisation (He init); preact-zero-nonorm: preact-zero without normalisation"
-)
 SCHEDULES = ("cosine", "step")
 
 
