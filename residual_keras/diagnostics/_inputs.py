@@ -26,8 +26,8 @@ def is_batches(data):
     """Whether `data` is a dataset or iterable of batches rather than arrays (or a list/dict of them)."""
     if data is None or isinstance(data, (np.ndarray, list, tuple, dict, str, bytes, int, float)):
         return False
-    if keras.ops.is_tensor(data):
-        return False
+    if keras.ops.is_tensor(data) or (hasattr(data, "shape") and hasattr(data, "dtype")):
+        return False  # an array or tensor (of any framework): one batch
     return hasattr(data, "__iter__")
 
 
@@ -40,16 +40,13 @@ def _numpy(structure):
     return keras.tree.map_structure(_to_numpy, structure)
 
 
-def _split(batch, where):
+def _split(batch):
+    """(x, y) of one element of a dataset: an (x, y[, sample_weight]) tuple, or x alone (y None)."""
     if isinstance(batch, (tuple, list)) and len(batch) >= 2:
         return batch[0], batch[1]
     if isinstance(batch, (tuple, list)) and len(batch) == 1:
         return batch[0], None
-    if isinstance(batch, dict) or keras.ops.is_tensor(batch) or isinstance(batch, np.ndarray):
-        return batch, None
-    raise ValueError(
-        f"{where} must yield (x, y) batches (or x alone); got an element of type {type(batch).__name__}."
-    )
+    return batch, None
 
 
 def one_batch(x, y=None):
@@ -60,7 +57,7 @@ def one_batch(x, y=None):
         first = next(iter(x))
     except StopIteration:
         raise ValueError("The dataset x yielded no batch.") from None
-    batch_x, batch_y = _split(first, "A dataset x")
+    batch_x, batch_y = _split(first)
     return _numpy(batch_x), y if y is not None else (None if batch_y is None else _numpy(batch_y))
 
 
@@ -92,7 +89,7 @@ def batches(data, y, batch_size):
             f"({type(data).__name__}) and y=None."
         )
     for batch in data:
-        batch_x, batch_y = _split(batch, "The dataset")
+        batch_x, batch_y = _split(batch)
         if batch_y is None:
             raise ValueError("The dataset yields x without y: this instrument needs (x, y) batches.")
         yield _numpy(batch_x), _numpy(batch_y)
