@@ -1,6 +1,7 @@
 """What every figure shares: one palette, one convention (colour = depth, style = variant), one figure helper."""
 
 import os
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -86,12 +87,23 @@ def series_styles(labels: Sequence[str]) -> list[dict[str, str]]:
         styles.append({"color": colour, "linestyle": linestyle, "marker": marker})
     return styles
 
-def _figure(title, banner, figsize=(7.0, 4.5)):
+def _wrapped(text, width_inches, characters_per_inch=13):
+    """`text` broken into lines that fit a figure `width_inches` wide (small print)."""
+    return textwrap.fill(text, width=max(40, int(width_inches * characters_per_inch)))
+
+
+def _figure(title, banner, figsize=(7.0, 4.5), subtitle=None):
+    """A one-axes figure: the banner (a data warning, dark red) and title above, then the subtitle."""
     figure = Figure(figsize=figsize, layout="constrained")
     axes = figure.add_subplot()
-    axes.set_title(f"{banner}\n{title}" if banner else title)
-    if banner:
-        axes.title.set_color("darkred")
+    heading = f"{banner}\n{title}" if banner else title
+    if subtitle:  # the title above the axes, the subtitle (which run it is) just above the plot
+        figure.suptitle(heading, color="darkred" if banner else None)
+        axes.set_title(_wrapped(subtitle, figsize[0]), fontsize="small", color="dimgray")
+    else:
+        axes.set_title(heading)
+        if banner:
+            axes.title.set_color("darkred")
     axes.grid(True, which="major", alpha=0.3)
     return figure, axes
 
@@ -114,10 +126,14 @@ def _positive(values):
     values = np.asarray(values, dtype="float64")
     return np.where(values > 0, values, np.nan)
 
-def _panels(title, banner, num_panels, panel_width=5.2, height=4.4):
+def _panels(title, banner, num_panels, panel_width=5.2, height=4.4, subtitle=None):
+    """One row of panels under one title (the banner above it, the subtitle below it)."""
     figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
     axes = figure.subplots(1, num_panels, squeeze=False)[0]
-    figure.suptitle(f"{banner}\n{title}" if banner else title, color="darkred" if banner else None)
+    width = panel_width * num_panels
+    subtitle = None if not subtitle else _wrapped(subtitle, width, characters_per_inch=11)
+    heading = "\n".join(part for part in (banner, title, subtitle) if part)
+    figure.suptitle(heading, color="darkred" if banner else None)
     for axis in axes:
         axis.grid(True, which="major", alpha=0.3)
     return figure, axes

@@ -16,7 +16,7 @@ from residual_keras.plots._style import (
 
 
 def activation_growth(
-    results: OneOrMore, labels: Labels=None, *, log_y: Optional[bool]=None, sqrt_reference: Optional[int]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+    results: OneOrMore, labels: Labels=None, *, log_y: Optional[bool]=None, sqrt_reference: Optional[int]=None, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None
 ) -> Figure:
     """RMS of the residual stream against depth.
 
@@ -32,7 +32,7 @@ def activation_growth(
             stage). Default None: no reference, since how a stream grows
             depends on its blocks (exponentially for unnormalised He-init
             residual branches).
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one line per result.
@@ -40,8 +40,7 @@ def activation_growth(
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, axes = _figure(
-        title or r"Growth of the residual stream: RMS of $x_\ell$", banner
-    )
+        title or r"Growth of the residual stream: RMS of $x_\ell$", banner, subtitle=subtitle)
     everything = []
     for style, result, label in zip(series_styles(labels), results, labels):
         rms = np.asarray(result["rms"], dtype="float64").mean(axis=1)

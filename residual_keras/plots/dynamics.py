@@ -14,14 +14,14 @@ from residual_keras.plots._style import (
 )
 
 
-def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None, epoch_label: str="epoch") -> Figure:
+def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None, epoch_label: str="epoch") -> Figure:
     """How the instruments change while training: one line per model, against the epoch.
 
     Args:
         results: one list of `TrainingDynamics.rows` per model (a list of
             such lists), or one list of rows.
         labels: one label per model.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
         epoch_label: the x axis' name (e.g. "evaluation interval").
 
     Returns:
@@ -40,7 +40,7 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
         ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),
     )
     figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars",
-                           banner, 4, panel_width=4.2)
+                           banner, 4, panel_width=4.2, subtitle=subtitle)
     for style, rows, label in zip(series_styles(labels), results, labels):
         epochs = sorted({row["epoch"] for row in rows})
         for axis, (key, _, _) in zip(axes, panels):

@@ -20,7 +20,7 @@ from residual_keras.plots._style import (
 
 
 def gradient_flow(
-    results: OneOrMore, labels: Labels=None, *, relative: bool=True, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+    results: OneOrMore, labels: Labels=None, *, relative: bool=True, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None
 ) -> Figure:
     """Gradient norm along the residual stream, input to output, for several models.
 
@@ -32,6 +32,8 @@ def gradient_flow(
             back to each block. Default True.
         path: optional file to save the figure to.
         banner: optional line above the title (e.g. "SYNTHETIC DATA").
+        subtitle: optional line under the title naming what was measured
+            (the run: data set, seed, sizes; the tracks give one).
         title: optional title; a default one describes the plot.
 
     Returns:
@@ -43,8 +45,7 @@ def gradient_flow(
     if relative:
         what += r" / $\|\partial L/\partial x_L\|$"
     figure, axes = _figure(
-        title or f"Gradient flow back through the blocks: {what}", banner
-    )
+        title or f"Gradient flow back through the blocks: {what}", banner, subtitle=subtitle)
     for style, result, label in zip(series_styles(labels), results, labels):
         norms = np.asarray(result["stream_grad_norms"], dtype="float64")
         if relative:
@@ -67,14 +68,14 @@ def gradient_flow(
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The norm of each block's weight gradient against the block's index (Xiong et al. 2020, figure 3).
 
     Args:
         results: one `diagnostics.gradient_norms` result or a list of them
             (uses `block_weight_grad_norms`).
         labels: one legend label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one line per result (log y axis).
@@ -83,8 +84,7 @@ def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     labels = _labels(results, labels)
     figure, axes = _figure(
         title or r"Weight gradients per block: $\|\partial L / \partial W_\ell\|$ (input left, output right)",
-        banner,
-    )
+        banner, subtitle=subtitle)
     for style, result, label in zip(series_styles(labels), results, labels):
         norms = np.asarray(result["block_weight_grad_norms"], dtype="float64")
         if not norms.size or not np.any(norms > 0):
@@ -97,7 +97,7 @@ def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """|gain| of L scalar blocks `f(x) = alpha x`: plain vs residual, log scale.
 
     Plain `|alpha|^L` is dashed, residual `|1 + alpha|^L` solid, one color
@@ -107,7 +107,7 @@ def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None
         results: one `diagnostics.scalar_chain` result or a list of them
             (several alphas).
         labels: one label per result. Default: "alpha = ...".
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with two lines per result (log y axis).
@@ -123,8 +123,7 @@ def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None
             f"plain {result['plain_gain']:.3g}, residual {result['residual_gain']:.3g}"
         )
     figure, axes = _figure(
-        title or r"Scalar chain: gain of L blocks $f(x) = \alpha x$", banner
-    )
+        title or r"Scalar chain: gain of L blocks $f(x) = \alpha x$", banner, subtitle=subtitle)
     for index, (result, label) in enumerate(zip(results, labels)):
         color = _color(index)
         axes.plot(

@@ -28,7 +28,7 @@ def _estimate_note(result):
 
 
 def jacobian(
-    results: OneOrMore, labels: Labels=None, *, references: Sequence[float]=(), path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None
+    results: OneOrMore, labels: Labels=None, *, references: Sequence[float]=(), path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None
 ) -> Figure:
     """Spectral norm of d x_l / d x_0 against depth l, with `c^l` reference lines.
 
@@ -45,7 +45,7 @@ def jacobian(
         references: numbers c; each draws the dashed line `c^l`
             (e.g. (0.2, 0.8, 1.2) for branches with ||J_f|| <= 0.2).
             The line at 1 (the identity) is always drawn.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure (log y axis).
@@ -55,8 +55,7 @@ def jacobian(
     figure, axes = _figure(
         title
         or r"Jacobian of the stream: $\|\partial x_\ell / \partial x_0\|_2$ vs depth",
-        banner,
-    )
+        banner, subtitle=subtitle)
     max_depth = 1
     for style, result, label in zip(series_styles(labels), results, labels):
         color = style["color"]
@@ -115,7 +114,7 @@ def jacobian(
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Each block's Jacobian, their product, and the Jacobian of the whole stack, block by block.
 
     For block l: the block's own spectral norm `||J_l||` (dots), the product
@@ -133,7 +132,7 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
         results: `diagnostics.jacobian_norm` results computed with
             `per_block=True` and `cumulative=True`.
         labels: one label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one panel per result (log y axes).
@@ -141,7 +140,7 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, axes = _panels(title or "Block by block: each Jacobian, their product, and the product's norm",
-                           banner, len(results), panel_width=4.8)
+                           banner, len(results), panel_width=4.8, subtitle=subtitle)
     for axis, result, label in zip(axes, results, labels):
         per_block = np.asarray(result["per_block"], dtype="float64").mean(axis=1)
         cumulative = np.asarray(result["cumulative"], dtype="float64").mean(axis=1)
@@ -173,7 +172,7 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     return _finish(figure, path)
 
 
-def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """At initialisation, how the gradient gain, the Jacobian and the stream scale with depth.
 
     Args:
@@ -181,7 +180,7 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
             "jacobian_norm": float or None, "stream_growth": float}}}, where
             `stream_growth` is the RMS of the last block's output over the
             first block's input. One line per variant, log scales.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with three panels.
@@ -191,7 +190,7 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
         ("jacobian_norm", r"$\|\partial x_L / \partial x_0\|_2$"),
         ("stream_growth", r"stream growth RMS($x_L$) / RMS($x_0$)"),
     )
-    figure, axes = _panels(title or "At initialisation, against depth", banner, 3, panel_width=4.6)
+    figure, axes = _panels(title or "At initialisation, against depth", banner, 3, panel_width=4.6, subtitle=subtitle)
     for index, (variant, by_depth) in enumerate(summary.items()):
         linestyle, marker = VARIANT_STYLES[index % len(VARIANT_STYLES)]
         depths = sorted(by_depth, key=int)

@@ -18,7 +18,7 @@ from residual_keras.plots._style import (
 )
 
 
-def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Bar chart of the metric with each single block removed, and the intact metric.
 
     Several results (e.g. residual and plain) are drawn as grouped bars with
@@ -30,7 +30,7 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             number of blocks for grouped bars; the first one's block names
             label the x axis).
         labels: one legend label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one bar per removable block and result.
@@ -43,8 +43,7 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     figure, axes = _figure(
         title or f"Lesion study: {metric} with one block removed",
         banner,
-        figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5),
-    )
+        figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5), subtitle=subtitle)
     for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
         color = style["color"]
         offset = (index - (len(results) - 1) / 2) * width
@@ -89,7 +88,7 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
 
-def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
 
     Args:
@@ -100,7 +99,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
             result (None entries allowed), drawn in a second panel: the
             metric with each adjacent pair exchanged.
         labels: one legend label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure.
@@ -111,8 +110,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
     show_swaps = swaps is not None and any(swap and swap["pairs"] for swap in swaps)
     figure, axes = _panels(
         title or f"Removing and reordering blocks of trained networks (Veit et al. 2016): {metric}",
-        banner, 2 if show_swaps else 1,
-    )
+        banner, 2 if show_swaps else 1, subtitle=subtitle)
     axis = axes[0]
     styles = series_styles(labels)
     for style, result, label in zip(styles, deletions, labels):
@@ -140,6 +138,8 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
             axis.axhline(swap["intact"], color=color, linestyle="--", linewidth=1.2,
                          label=f"{label}: intact ({swap['intact']:.3g})")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        most = max([len(swap["swapped"]) for swap in swaps if swap] or [1])
+        axis.set_xlim(0.5, most + 0.5)  # one pair or many: whole-number positions
         axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
         axis.set_ylabel(metric)
         axis.set_ylim(bottom=0)
@@ -147,7 +147,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
         axis.set_title("swap two adjacent blocks", fontsize="medium")
     return _finish(figure, path)
 
-def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s figure 6: how long the paths are, and which lengths carry the gradient.
 
     Left: the share of paths of each length (Binomial(n, 1/2), bars) and the
@@ -157,7 +157,7 @@ def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=No
     Args:
         results: one `diagnostics.path_gradients` result or a list of them.
         labels: one legend label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with two panels.
@@ -165,8 +165,7 @@ def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=No
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, (left, right) = _panels(
-        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2
-    )
+        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2, subtitle=subtitle)
     width = 0.8 / len(results)
     for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
         color = style["color"]

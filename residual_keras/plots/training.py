@@ -9,7 +9,7 @@ from residual_keras._types import PathLike
 from residual_keras.plots._style import _finish, _panels, series_styles
 
 
-def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: str, ylabel: str, note: Optional[str]=None, bottom: Optional[float]=None, top: Optional[float]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: str, ylabel: str, note: Optional[str]=None, bottom: Optional[float]=None, top: Optional[float]=None, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Curves of several models, one panel per group (e.g. plain left, residual right).
 
     Args:
@@ -22,12 +22,12 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
         note: optional legend title (e.g. "bold: train, dashed: test").
         bottom, top: optional y limits shared by all panels (None: automatic,
             then the same for all).
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one panel per group.
     """
-    figure, axes = _panels(title or "Learning curves", banner, len(panels))
+    figure, axes = _panels(title or "Learning curves", banner, len(panels), subtitle=subtitle)
     labels = [series["label"] for _, group in panels for series in group]
     styles = dict(zip(labels, series_styles(labels)))
     # Dashed lines mean "the second curve" (e.g. test error) here: keep the bold ones solid.

@@ -17,7 +17,7 @@ from residual_keras.plots._style import (
 )
 
 
-def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """What attention and feed-forward add to the stream, per block, relative to it.
 
     Args:
@@ -25,7 +25,7 @@ def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             them. Attention is drawn solid with circles, feed-forward dashed
             with squares, one color per result (mean over examples).
         labels: one legend label per result. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with two lines per result.
@@ -34,8 +34,7 @@ def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     labels = _labels(results, labels)
     figure, axes = _figure(
         title or r"Update sizes: $\|$sublayer output$\|$ / $\|$stream$\|$ per block",
-        banner,
-    )
+        banner, subtitle=subtitle)
     for style, result, label in zip(series_styles(labels), results, labels):
         blocks = np.arange(1, len(result["names"]) + 1)
         color = style["color"]
@@ -60,7 +59,7 @@ def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[tuple[float, str]]=None, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[tuple[float, str]]=None, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The loss of the stream read out through the model's head at every depth.
 
     Args:
@@ -68,14 +67,14 @@ def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[t
         labels: one legend label per result. Default: the model names.
         reference: optional (value, text) drawn as a dotted line, e.g. the
             loss of predicting character frequencies.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one line per result.
     """
     results = _as_list(results)
     labels = _labels(results, labels)
-    figure, axes = _figure(title or "Logit lens: the stream at each depth, read out by the head", banner)
+    figure, axes = _figure(title or "Logit lens: the stream at each depth, read out by the head", banner, subtitle=subtitle)
     for style, result, label in zip(series_styles(labels), results, labels):
         axes.plot(result["depths"], result["loss"], markersize=3, **style, label=label)
     if reference is not None:
@@ -86,14 +85,14 @@ def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[t
     axes.legend(fontsize="small")
     return _finish(figure, path)
 
-def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """The loss with one block, or one of its two sublayers, removed, per block.
 
     Args:
         lesions: `diagnostics.lesion` results (one per model).
         sublayers: `diagnostics.lesion_sublayers` results (same models).
         labels: one label per model. Default: the model names.
-        path, banner, title: as in `gradient_flow`.
+        path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
         matplotlib.figure.Figure with one panel per model: bars for the
@@ -104,7 +103,7 @@ def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], l
     labels = _labels(lesions, labels)
     metric = sublayers[0].get("metric", "metric")
     figure, axes = _panels(title or f"Removing a block or one sublayer of a trained model: {metric}",
-                           banner, len(lesions), panel_width=4.4)
+                           banner, len(lesions), panel_width=4.4, subtitle=subtitle)
     top = max(max(v for v in (*l["lesioned"], *s["attention"], *s["feedforward"]) if v is not None)
               for l, s in zip(lesions, sublayers))
     for axis, lesion_result, sublayer_result, label in zip(axes, lesions, sublayers, labels):

@@ -41,7 +41,7 @@ def jsonable(value):
     return value
 
 
-def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examples=1,
+def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None, jacobian_examples=1,
                       jacobian_iterations=3, jacobian_tolerance=1e-5, log=print, calibrate=True,
                       output_index=None, blocks=None, depth_scaling=True):
     """Draws the three initialisation plots; returns per-model summary numbers.
@@ -53,6 +53,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
         y: the batch's targets (labels, next characters) for the loss of the
             gradient instruments, or None for random labels.
         banner: a data-fallback warning for the plot titles, or None.
+        subtitle: the line under the plot titles that names the run, or None.
         jacobian_examples: examples used for the Jacobian norms.
         jacobian_iterations: most power iterations per estimate (each depth
             starts from the previous depth's singular vector); an estimate
@@ -69,9 +70,10 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
     log(f"measuring gradient flow, activation growth and the Jacobian: {', '.join(labels)}")
     gradients = [diagnostics.gradient_norms(model, x, y, output_index=output_index, blocks=blocks)
                  for _, _, _, model in models]
-    plots.gradient_flow(gradients, labels, path=out_dir / "gradient_flow.png", banner=banner)
+    plots.gradient_flow(gradients, labels, path=out_dir / "gradient_flow.png", banner=banner, subtitle=subtitle)
     activations = [diagnostics.activation_norms(model, x, blocks=blocks) for _, _, _, model in models]
-    plots.activation_growth(activations, labels, path=out_dir / "activation_growth.png", banner=banner)
+    plots.activation_growth(activations, labels, path=out_dir / "activation_growth.png", banner=banner,
+                            subtitle=subtitle)
 
     deepest = {}
     for item in models:
@@ -80,7 +82,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
             deepest[variant] = item
     deepest_gradients = [gradients[labels.index(label)] for label, *_ in deepest.values()]
     plots.layer_gradients(deepest_gradients, [label for label, *_ in deepest.values()],
-                          path=out_dir / "layer_gradients.png", banner=banner)
+                          path=out_dir / "layer_gradients.png", banner=banner, subtitle=subtitle)
     jacobians, jacobian_labels = [], []
     references = []
     for label, variant, _, model in deepest.values():
@@ -98,9 +100,13 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
         total = float(np.mean(result["total"]))
         if variant == "plain" and total > 0 and math.isfinite(total):
             references.append(round(total ** (1 / len(result["names"])), 3))
+    jacobian_subtitle = None if subtitle is None else (
+        f"{subtitle}; {jacobian_examples} example{'s' if jacobian_examples > 1 else ''}, BatchNorm "
+        f"{'calibrated on the batch' if calibrate else 'as saved'}")
     plots.jacobian(jacobians, jacobian_labels, references=references,
-                   path=out_dir / "jacobian.png", banner=banner)
-    plots.jacobian_blocks(jacobians, jacobian_labels, path=out_dir / "jacobian_blocks.png", banner=banner)
+                   path=out_dir / "jacobian.png", banner=banner, subtitle=jacobian_subtitle)
+    plots.jacobian_blocks(jacobians, jacobian_labels, path=out_dir / "jacobian_blocks.png", banner=banner,
+                          subtitle=jacobian_subtitle)
 
     summary = {}
     for label, gradient, activation in zip(labels, gradients, activations):
@@ -118,11 +124,11 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, jacobian_examp
         summary[label]["jacobian_converged"] = result["converged"]
         summary[label]["jacobian_iterations"] = result["iterations"]
     if depth_scaling and len({depth for _, _, depth, _ in models}) > 1:
-        _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples)
+        _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subtitle)
     return jsonable(summary)
 
 
-def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples):
+def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subtitle=None):
     """depth_scaling.png: gradient gain, ||d x_L / d x_0|| and stream growth against depth.
 
     Fills in the Jacobian norm of the models the cumulative plot left out
@@ -139,10 +145,10 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples):
             values["jacobian_converged"] = result["converged"]
             values["jacobian_iterations"] = result["iterations"]
         by_variant.setdefault(variant, {})[depth] = values
-    plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner)
+    plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner, subtitle=subtitle)
 
 
-def plot_dynamics(directory, results, banner=None, epoch_label="epoch"):
+def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle=None):
     """dynamics.png from every trained model's dynamics CSV; the figures drawn (title, file)."""
     rows, labels = [], []
     for entry in results["models"]:
@@ -152,7 +158,8 @@ def plot_dynamics(directory, results, banner=None, epoch_label="epoch"):
             labels.append(entry["id"])
     if not rows:
         return []
-    plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label)
+    plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label,
+                   subtitle=subtitle)
     return [("While training: gradient, updates, branches, identity scalars", "dynamics.png")]
 
 

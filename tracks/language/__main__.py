@@ -99,11 +99,12 @@ def train(config, run, data):
         seed=config.seed,
     )
     figures = [("Validation loss", "loss_curves.png")]
-    report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner(data))
+    banner, subtitle = plot_banner(data), report.run_subtitle(config, data)
+    report.plot_loss_curves(run, config, results, run.path / "loss_curves.png", banner, subtitle)
     figures += instruments.instrument_figures(run.path)
-    if report.plot_stream(config, results, run.path / "stream.png", plot_banner(data)):
+    if report.plot_stream(config, results, run.path / "stream.png", banner, subtitle):
         figures.append(("The residual stream after training", "stream.png"))
-    figures += report.plot_trained_instruments(config, results, run.path, plot_banner(data))
+    figures += report.plot_trained_instruments(config, results, run.path, banner, subtitle)
     report.write_samples(run, config, results)
     report.write_summary(run, config, results, figures, data.banner)
     log(report.terminal_ending(run, results))
@@ -126,7 +127,9 @@ def initial_instruments(config, data, out_dir):
         label = f"{spec.variant}-{spec.depth}"
         models.append((label, spec.variant, spec.depth, experiment.build_model(config, spec, data.vocab.size)))
     x, y = experiment.instrument_batch(config, data)
-    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), log=log)
+    subtitle = f"{report.run_subtitle(config, data)}; at initialisation, {len(x)} validation windows"
+    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), subtitle=subtitle,
+                                         log=log)
 
 
 def sample(argv):

@@ -121,7 +121,7 @@ def trained_instruments(model, config, data):
         "decomposition": diagnostics.stream_decomposition(model, x),
         "logit_lens": diagnostics.logit_lens(model, lesion_x, lesion_y),
         "lesion": diagnostics.lesion(model, lesion_data, metric="crossentropy", batch_size=64),
-        "sublayers": diagnostics.lesion_sublayers(model, lesion_data, batch_size=64),
+        "sublayers": diagnostics.lesion_sublayers(model, lesion_data, metric="crossentropy", batch_size=64),
         "deletion": diagnostics.delete_blocks(model, lesion_data, metric="crossentropy", batch_size=64,
                                               draws=DELETION_DRAWS, seed=config.seed),
     })

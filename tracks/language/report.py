@@ -27,7 +27,14 @@ from tracks.language.experiment import grid
 from tracks.language.findings import language_findings
 
 
-def plot_loss_curves(run, config, results, path, banner=None):
+def run_subtitle(config, data):
+    """The line under every figure's title that says which run it is."""
+    return (f"{dataset_title(data.name)}, seed {config.seed}: {config.steps:,} steps of batch "
+            f"{config.batch_size} x {config.sequence_length} characters, width {config.embed_dim} "
+            f"({config.preset} preset)")
+
+
+def plot_loss_curves(run, config, results, path, banner=None, subtitle=None):
     """loss_curves.png: validation loss against step, one panel per variant."""
     compare_warmup = len(config.warmup_steps) > 1
     panels = []
@@ -48,17 +55,17 @@ def plot_loss_curves(run, config, results, path, banner=None):
         panels.append((variant, group))
     return plots.curves(
         panels, xlabel="training step", ylabel="validation loss (nats/char)", path=path, banner=banner,
-        title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
+        subtitle=subtitle, title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
     )
 
 
-def plot_stream(config, results, path, banner=None):
+def plot_stream(config, results, path, banner=None, subtitle=None):
     """stream.png for the deepest depth's trained models; False when there is none."""
     depth, entries = deepest_with(config, results, "stream")
     if not entries:
         return False
     plots.stream([m["stream"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,
-                 title=f"What each sublayer writes into the stream, relative to it (trained, {depth} layers)")
+                 subtitle=_on(subtitle, config.instrument_sequences), title=f"What each sublayer writes into the stream, relative to it (trained, {depth} layers)")
     return True
 
 
@@ -96,25 +103,30 @@ def _deepest_trained(config, results, key):
     return depth, [m for m in entries if m.get("warmup") == longest]
 
 
-def plot_trained_instruments(config, results, directory, banner=None):
+def _on(subtitle, sequences):
+    return None if subtitle is None else f"{subtitle}; measured on {sequences} validation windows"
+
+
+def plot_trained_instruments(config, results, directory, banner=None, subtitle=None):
     """dynamics.png; logit_lens.png, lesion.png and block_deletion.png for the deepest depth; the figures drawn."""
-    figures = plot_dynamics(directory, results, banner, epoch_label=f"evaluation interval ({config.eval_interval} steps)")
+    figures = plot_dynamics(directory, results, banner, epoch_label=f"evaluation interval ({config.eval_interval} steps)",
+                            subtitle=_on(subtitle, config.instrument_sequences))
     depth, entries = _deepest_trained(config, results, "logit_lens")
     if not entries:
         return figures
     labels = [m["id"] for m in entries]
     unigram = results.get("unigram_loss")
     plots.logit_lens([m["logit_lens"] for m in entries], labels, path=directory / "logit_lens.png",
-                     banner=banner, reference=None if unigram is None else
+                     banner=banner, subtitle=_on(subtitle, config.lesion_sequences), reference=None if unigram is None else
                      (unigram, f"character frequencies only ({unigram:.2f})"),
                      title=f"Logit lens: the stream at each depth read out by the head (trained, {depth} layers)")
     figures.append(("Logit lens: where the prediction forms", "logit_lens.png"))
     plots.sublayer_lesions([m["lesion"] for m in entries], [m["sublayers"] for m in entries], labels,
                            path=directory / "lesion.png", banner=banner,
-                           title=f"Validation loss with one block or one sublayer removed ({depth} layers)")
+                           subtitle=_on(subtitle, config.lesion_sequences), title=f"Validation loss with one block or one sublayer removed ({depth} layers)")
     figures.append(("Removing a block or a sublayer", "lesion.png"))
     plots.block_deletion([m["deletion"] for m in entries], None, labels, path=directory / "block_deletion.png",
-                         banner=banner, title=f"Validation loss with k random blocks removed ({depth} layers)")
+                         banner=banner, subtitle=_on(subtitle, config.lesion_sequences), title=f"Validation loss with k random blocks removed ({depth} layers)")
     figures.append(("Removing k blocks at once (Veit et al. 2016)", "block_deletion.png"))
     return figures
 

@@ -107,7 +107,9 @@ def initial_instruments(config, data, out_dir):
         models.append((spec.id, spec.variant, spec.depth,
                        experiment.build_model(config, spec, data.num_classes)))
     x, y = instrument_batch(config, data)
-    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), log=log)
+    subtitle = f"{report.run_subtitle(config, data)}; at initialisation, {len(x)} training images"
+    return instruments.at_initialisation(models, x, out_dir, y=y, banner=plot_banner(data), subtitle=subtitle,
+                                         log=log)
 
 
 def instrument_batch(config, data):
@@ -151,11 +153,12 @@ def train(config, run, data):
 
 def write_report(run, config, results, data):
     figures = [("Training curves", "training_curves.png")]
-    report.plot_training_curves(run, config, results, run.path / "training_curves.png", plot_banner(data))
+    banner, subtitle = plot_banner(data), report.run_subtitle(config, data)
+    report.plot_training_curves(run, config, results, run.path / "training_curves.png", banner, subtitle)
     figures += instruments.instrument_figures(run.path)
-    if report.plot_lesions(config, results, run.path / "lesion.png", plot_banner(data)):
+    if report.plot_lesions(config, results, run.path / "lesion.png", banner, subtitle):
         figures.append(("Lesion study of the trained networks", "lesion.png"))
-    figures += report.plot_ensemble(config, results, run.path, plot_banner(data))
+    figures += report.plot_ensemble(config, results, run.path, banner, subtitle)
     report.write_summary(run, config, results, figures, data.banner)
 
 

@@ -54,8 +54,9 @@ def deeper_residual_trains_better(results, variant="residual"):
     shallow, deep = _shallow_deep(errors)
     holds = errors[deep] <= errors[shallow]
     verdict = ("the deeper residual net trains at least as well" if holds else
-               "the deeper residual net trains worse in this run (a short schedule favours shallow nets; "
-               "see the preset notes)")
+               "the deeper residual net trains worse in this run (in docs/experiments/vision.md's sweep a "
+               "deep residual net trained without learning-rate warm-up stalled in its first steps: "
+               "compare --warmup-steps, and see whether the deep net's first epochs left chance)")
     return Finding(
         f"Deeper {variant} nets", holds,
         f"final training error {percent(errors[shallow])} at {shallow} layers, {percent(errors[deep])} at "

@@ -24,6 +24,7 @@ from tracks.common.report import (
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
 from tracks.common.training import read_metrics_rows
+from tracks.vision.experiment import PATH_IMAGES
 from tracks.vision.findings import vision_findings
 
 
@@ -40,7 +41,21 @@ def curve_column(rows):
     return None
 
 
-def plot_training_curves(run, config, results, path, banner=None):
+def run_subtitle(config, data):
+    """The line under every figure's title that says which run it is."""
+    return (f"{dataset_title(data.name)}, seed {config.seed}: {len(data.y_train):,} training images, "
+            f"{config.epochs} epochs, width {config.width} ({config.preset} preset)")
+
+
+def curve_set(config, name):
+    """The per-epoch evaluation set named for what it is: "test subset (1,000 images)"."""
+    sizes = {"val": config.validation_size, "test_subset": config.curve_eval_size}
+    size = sizes.get(name)
+    label = CURVE_LABELS.get(name, name)
+    return f"{label} ({size:,} images)" if size else label
+
+
+def plot_training_curves(run, config, results, path, banner=None, subtitle=None):
     """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
     panels, curve_names = [], set()
     for variant in config.variants:
@@ -53,7 +68,7 @@ def plot_training_curves(run, config, results, path, banner=None):
             entry = next((m for m in results["models"] if m["id"] == model_id), {})
             column = curve_column(rows)
             if column:
-                curve_names.add(CURVE_LABELS[column.removesuffix("_accuracy")])
+                curve_names.add(curve_set(config, column.removesuffix("_accuracy")))
             group.append({
                 "label": model_id,
                 "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
@@ -63,7 +78,7 @@ def plot_training_curves(run, config, results, path, banner=None):
             })
         panels.append((f"{variant} networks", group))
     return plots.curves(
-        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner,
+        panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner, subtitle=subtitle,
         note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
         title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
     )
@@ -85,32 +100,41 @@ def error_percent(study):
     return converted
 
 
-def plot_lesions(config, results, path, banner=None):
+def plot_lesions(config, results, path, banner=None, subtitle=None):
     """lesion.png for the deepest depth's trained models; False when there is none."""
     depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
     plots.lesion([error_percent(m["lesion"]) for m in entries], [m["id"] for m in entries], path=path,
-                 banner=banner, title=f"Trained depth-{depth} networks: test error with one block removed")
+                 banner=banner, subtitle=_on_test_images(subtitle, config),
+                 title=f"Trained depth-{depth} networks: test error with one block removed")
     return True
 
 
-def plot_ensemble(config, results, directory, banner=None):
+def _on_test_images(subtitle, config):
+    return None if subtitle is None else f"{subtitle}; measured on {config.lesion_images:,} test images"
+
+
+def plot_ensemble(config, results, directory, banner=None, subtitle=None):
     """dynamics.png, and block_deletion.png and paths.png (Veit et al.) for the deepest depth; the figures drawn."""
-    figures = plot_dynamics(directory, results, banner)
+    figures = plot_dynamics(directory, results, banner,
+                            subtitle=None if subtitle is None else
+                            f"{subtitle}; on {config.instrument_images} training images, inference mode")
     depth, entries = deepest_with(config, results, "ensemble")
     if entries:
         plots.block_deletion(
             [error_percent(m["ensemble"]["deletion"]) for m in entries],
             [error_percent(m["ensemble"]["swaps"]) for m in entries],
             [m["id"] for m in entries], path=directory / "block_deletion.png", banner=banner,
+            subtitle=_on_test_images(subtitle, config),
             title=f"Trained depth-{depth} networks: test error with blocks removed or swapped",
         )
         figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
     with_paths = [m for m in entries if "paths" in m["ensemble"]]
     if with_paths:
         plots.path_gradients([m["ensemble"]["paths"] for m in with_paths], [m["id"] for m in with_paths],
-                             path=directory / "paths.png", banner=banner)
+                             path=directory / "paths.png", banner=banner,
+                             subtitle=None if subtitle is None else f"{subtitle}; on {PATH_IMAGES} test images")
         figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
     return figures
 
