@@ -11,6 +11,7 @@ writes a sample so you can read the difference.
     python -m tracks.language --resume runs/language-20261130-101500
     python -m tracks.language sample RUN_DIR --prompt "ROMEO:"
     python -m tracks.language diagnose                   # instruments at initialisation, no training
+    python -m tracks.language compare runs/language-... docs/reference/language-tinyshakespeare-s0   # a run beside the reference
     python -m tracks.language diagnose --model gpt.keras # the same instruments on your saved model
     python -m tracks.language prefetch                   # download Tiny Shakespeare for offline runs
 """
@@ -211,6 +212,12 @@ def main(argv=None):
                                 instrument_batch=experiment.instrument_batch, banner_of=plot_banner)
     if argv[:1] == ["prefetch"]:
         return prefetch_command(PROG, "tiny_shakespeare", argv[1:])
+    if argv[:1] == ["compare"]:
+        from tracks.common.compare import compare_command
+        from tracks.language.findings import language_findings
+
+        return compare_command(PROG, TRACK, argv[1:], report.comparison_figures,
+                               lambda results, config: language_findings(results, config.get("variants") or ()))
     args = train_parser(PROG, __doc__, LanguageConfig, PRESETS, DEFAULT_PRESET).parse_args(argv)
     return train_command(PROG, lambda: prepare(args), train)
 

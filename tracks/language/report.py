@@ -69,6 +69,22 @@ def plot_stream(config, results, path, banner=None, subtitle=None):
     return True
 
 
+def _id_order(model_id):
+    """"plain-8" before "plain-32": the id's numbers compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in str(model_id).replace("-", " - ").split()]
+
+
+def comparison_figures(results):
+    """{figure: (value, unit)} that `compare` sets beside a reference run's (tracks/common/compare.py)."""
+    figures = {}
+    for entry in sorted(results["models"], key=lambda m: m["id"]):
+        figures[f"{entry['id']} validation loss"] = (entry.get("val_loss"), "nats")
+        figures[f"{entry['id']} training loss"] = (entry.get("train_loss"), "nats")
+    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: _id_order(item[0])):
+        figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
+    return figures
+
+
 def write_samples(run, config, results):
     lines = [f"# Samples: every model continues the prompt {config.prompt!r}\n",
              f"{config.sample_chars} characters, temperature 0.8, seed {config.seed}.\n"]
@@ -163,8 +179,9 @@ def write_summary(run, config, results, figures, banner=None):
     lines = [
         f"# Language run: plain vs residual, Pre-LN vs Post-LN ({config.preset} preset)\n",
         banner_markdown(banner),
-        f"Data: **{results.get('dataset')}** (vocabulary of {results.get('vocab_size')} characters, "
-        f"{results.get('unknown_val_chars', 0)} validation characters not in it). "
+        f"Data: **{dataset_title(results.get('dataset'))}**, seed {config.seed} (vocabulary of "
+        f"{results.get('vocab_size')} characters, {results.get('unknown_val_chars', 0)} validation "
+        "characters not in it). "
         f"Device: {results.get('device')}, precision {results.get('precision')}, "
         f"XLA {'on' if results.get('xla') else 'off'}. {config.steps} steps of batch "
         f"{config.batch_size} x {config.sequence_length} characters, width {config.embed_dim}, "

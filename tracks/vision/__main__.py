@@ -8,6 +8,7 @@ worse (the degradation problem), deeper residual networks train better.
     python -m tracks.vision --depths 20,56 --variants plain,residual,fixup
     python -m tracks.vision --resume runs/vision-20261130-101500
     python -m tracks.vision diagnose              # unnormalised nets at 20/56/110 layers, at initialisation
+    python -m tracks.vision compare runs/vision-... docs/reference/vision-cifar10-s0   # a run beside the reference
     python -m tracks.vision diagnose --model my_resnet.keras   # the same instruments on your saved model
     python -m tracks.vision prefetch              # download CIFAR-10 for offline runs
 """
@@ -166,6 +167,12 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["prefetch"]:
         return prefetch_command(PROG, "cifar10", argv[1:])
+    if argv[:1] == ["compare"]:
+        from tracks.common.compare import compare_command
+        from tracks.vision.findings import vision_findings
+
+        return compare_command(PROG, TRACK, argv[1:], report.comparison_figures,
+                               lambda results, config: vision_findings(results, config.get("variants") or ()))
     if argv[:1] == ["diagnose"]:
         from tracks.vision.data import fingerprint, parse_source
 

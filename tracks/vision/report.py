@@ -174,6 +174,22 @@ def results_table(results):
     return headers, rows
 
 
+def _id_order(model_id):
+    """"plain-8" before "plain-32": the id's numbers compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in str(model_id).replace("-", " - ").split()]
+
+
+def comparison_figures(results):
+    """{figure: (value, unit)} that `compare` sets beside a reference run's (tracks/common/compare.py)."""
+    figures = {}
+    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
+        figures[f"{entry['id']} training error"] = (entry.get("train_error"), "percent")
+        figures[f"{entry['id']} test error"] = (entry.get("test_error"), "percent")
+    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: _id_order(item[0])):
+        figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
+    return figures
+
+
 def terminal_ending(run, results):
     """The lines a run ends with in the terminal: the results table, TensorBoard, the report."""
     return run_ending(run, *results_table(results), extra_lines=[
@@ -187,7 +203,8 @@ def write_summary(run, config, results, figures, banner=None):
     lines = [
         f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
         banner_markdown(banner),
-        f"Data: **{results.get('dataset')}** ({results.get('train_images')} training images). "
+        f"Data: **{dataset_title(results.get('dataset'))}** ({results.get('train_images'):,} training images), "
+        f"seed {config.seed}. "
         f"Device: {results.get('device')}, precision {results.get('precision')}, "
         f"XLA {'on' if results.get('xla') else 'off'}. "
         f"{config.epochs} epochs, batch {config.batch_size}, lr {config.learning_rate} "
