@@ -165,3 +165,19 @@ def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     assert set(summary) == {f"{v}-{d}" for v in ("pre", "post", "plain", "rezero") for d in (1, 2)}
     # ReZero blocks start as the identity: the stream's Jacobian is exactly 1.
     assert summary["rezero-2"]["jacobian_norm"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_quick_presets_warmup_comparison_follows_the_variants_chosen():
+    """The collapse demo, `diagnose --variants pre,plain ...` on the quick preset, is not refused for post."""
+    from tracks.common.config import config_from_args
+    from tracks.language.presets import PRESETS, LanguageConfig
+    from tracks.common.cli import train_parser
+
+    parser = train_parser("python -m tracks.language", "", LanguageConfig, PRESETS, "quick")
+    config = config_from_args(parser.parse_args(["--variants", "pre,plain"]), PRESETS, LanguageConfig)
+    assert config.variants == ("pre", "plain") and config.warmup_variants == ("pre",)
+    config = config_from_args(parser.parse_args(["--variants", "plain,rezero"]), PRESETS, LanguageConfig)
+    assert config.warmup_variants is None  # the preset names none of them: every one is compared
+    explicit = parser.parse_args(["--variants", "pre,plain", "--warmup-variants", "post"])
+    with pytest.raises(Exception, match="--warmup-variants must name some of --variants"):
+        config_from_args(explicit, PRESETS, LanguageConfig)  # what the user wrote is still checked

@@ -92,6 +92,9 @@ def config_from_args(args, presets, config_cls):
     """The preset named `args.preset`, with every option the user gave applied.
 
     `args.preset` None means the parser's default preset (`args.default_preset`).
+    A config class may adapt its preset to the options given first
+    (`adapted_to(given) -> config`: a preset value that names other options'
+    values, such as the language track's `warmup_variants`).
 
     Raises:
         ConfigError: unknown preset, or a value the dataclass rejects.
@@ -101,8 +104,13 @@ def config_from_args(args, presets, config_cls):
         raise ConfigError(
             f"unknown preset {preset!r}; choose one of: {', '.join(presets)}"
         )
+    given = given_options(args, config_cls)
+    base = presets[preset]
+    adapted = getattr(base, "adapted_to", None)  # a preset value that depends on an option given
     try:
-        return dataclasses.replace(presets[preset], preset=preset, **given_options(args, config_cls))
+        if adapted is not None:
+            base = adapted(given)
+        return dataclasses.replace(base, preset=preset, **given)
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
 

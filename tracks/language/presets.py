@@ -84,6 +84,18 @@ class LanguageConfig(RuntimeOptions):
                                         "measured in benchmarks/NOTES.md)"}
     )
 
+    def adapted_to(self, given):
+        """The preset for a run with the options `given`: its warm-up comparison kept to the variants chosen.
+
+        A preset that compares warm-up for some variants (quick: pre, post)
+        run with other `--variants` (and no `--warmup-variants`) compares it
+        for those of them it names, or for every variant when it names none.
+        """
+        if "variants" in given and "warmup_variants" not in given and self.warmup_variants is not None:
+            kept = tuple(variant for variant in self.warmup_variants if variant in given["variants"])
+            return dataclasses.replace(self, variants=given["variants"], warmup_variants=kept or None)
+        return self
+
     def __post_init__(self):
         if not self.depths or min(self.depths) < 1:
             raise ValueError(f"--depths must be positive integers, got {self.depths}")
