@@ -61,8 +61,8 @@ class PreActBasicBlock(ConvBlockBase):
         zero_init_last: bool. Start the last convolution's kernel at 0, so
             the block is `shortcut(x)` at initialisation. Needs
             `residual=True`. Default False (the paper).
-        kernel_initializer, kernel_regularizer, norm_momentum, norm_epsilon,
-        data_format: as in `BasicBlock`.
+        kernel_initializer: as in `BasicBlock`; so are `kernel_regularizer`,
+            `norm_momentum`, `norm_epsilon` and `data_format`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:

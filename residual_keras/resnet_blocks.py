@@ -198,9 +198,10 @@ class BottleneckBlock(_ConvBlock):
         expansion: int. Output channels are `filters * expansion`. Default 4.
         kernel_size: int or pair. Kernel of the middle convolution (the
             other two are 1x1). Default 3.
-        activation, final_activation, residual, shortcut, zero_gamma, norm,
-        kernel_initializer, kernel_regularizer, norm_momentum, norm_epsilon,
-        data_format: as in `BasicBlock`.
+        activation: as in `BasicBlock`; so are `final_activation`,
+            `residual`, `shortcut`, `zero_gamma`, `norm`, `kernel_initializer`,
+            `kernel_regularizer`, `norm_momentum`, `norm_epsilon` and
+            `data_format`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Example:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import keras
+from autodiff import gradient
 from keras import layers, ops
 from residual_keras import BasicBlock
 from residual_keras.diagnostics import (
@@ -389,3 +390,26 @@ def test_calibrate_batchnorm_makes_inference_equal_training_on_the_batch():
     np.testing.assert_allclose(after, train, rtol=1e-3, atol=1e-4)
     assert all(layer.momentum == 0.9 for layer in model._flatten_layers()
                if isinstance(layer, keras.layers.BatchNormalization))
+
+
+def test_a_zero_gamma_network_loses_the_gradient_on_the_streams_zero_entries():
+    """Zero-gamma blocks start as ReLU(x): the gain is the share of the gradient where x_0 > 0, not 1."""
+    inputs = keras.Input((8, 8, 3))
+    x0 = keras.layers.ReLU(name="stem_relu")(keras.layers.Conv2D(4, 3, padding="same", name="stem")(inputs))
+    x = x0
+    for index in range(3):
+        x = BasicBlock(4, zero_gamma=True, name=f"block{index + 1}")(x)
+    model = keras.Model(inputs, keras.layers.Dense(5)(keras.layers.GlobalAveragePooling2D()(x)))
+    images = np.random.default_rng(0).normal(size=(8, 8, 8, 3)).astype("float32")
+    labels = np.random.default_rng(1).integers(0, 5, size=8)
+    flow = gradient_norms(model, images, labels, training=False)
+    stream = keras.ops.convert_to_numpy(keras.Model(inputs, x0)(images))
+    head = keras.Sequential([model.layers[-2], model.layers[-1]])
+
+    def loss_from(z):
+        return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(labels, head(z), from_logits=True))
+
+    at_output = gradient(loss_from, stream)  # x_L = ReLU(x_0) = x_0 at initialisation
+    expected = np.linalg.norm(at_output * (stream > 0)) / np.linalg.norm(at_output)
+    assert flow["gain"] == pytest.approx(expected, rel=1e-4)
+    assert 0.3 < flow["gain"] < 0.9  # about half of the stem's ReLU outputs are 0

@@ -75,7 +75,8 @@ class TrainingDynamics(keras.callbacks.Callback):
     Example:
         >>> dynamics = TrainingDynamics(x_batch, y_batch)
         >>> model.fit(dataset, epochs=10, callbacks=[dynamics])  # doctest: +SKIP
-        >>> dynamics.rows[0]["gradient_gain"]  # doctest: +SKIP
+        >>> first = dynamics.rows[0]  # doctest: +SKIP
+        >>> first.get("gradient_gain")  # doctest: +SKIP
     """
 
     def __init__(

@@ -89,16 +89,16 @@ def gradient_norms(
         dict with
         - `model` (str) and `names` (L block names);
         - `stream_grad_norms`: float64 array (L+1,), Frobenius norm over the
-          whole batch of dLoss/dx_l, l = 0..L;
+            whole batch of dLoss/dx_l, l = 0..L;
         - `gain`: `stream_grad_norms[0] / stream_grad_norms[-1]`
-          (nan if the latter is 0);
+            (nan if the latter is 0);
         - `weight_names` (variable paths), `weight_grad_norms` and
-          `weight_norms`: one entry per trainable weight, in the model's
-          (input -> output) order;
+            `weight_norms`: one entry per trainable weight, in the model's
+            (input -> output) order;
         - `block_weight_grad_norms`: float64 array (L,), the norm of the
-          gradient of all of block l's weights together (Xiong et al. 2020
-          compare these across layers: at initialisation Post-LN's grow
-          towards the output, Pre-LN's stay level);
+            gradient of all of block l's weights together (Xiong et al. 2020
+            compare these across layers: at initialisation Post-LN's grow
+            towards the output, Pre-LN's stay level);
         - `loss` (float) and `training` (bool).
     """
     _autodiff.require_autodiff("gradient_norms")

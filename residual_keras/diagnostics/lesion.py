@@ -300,7 +300,8 @@ def swap_blocks(
     together); with none, `pairs` is empty.
 
     Args:
-        as in `lesion`.
+        model: as in `lesion`; so are `x`, `y`, `metric`, `batch_size`,
+            `blocks` and `output_index`.
 
     Returns:
         dict with `model`, `names`, `metric`, `intact`, `pairs` (the
