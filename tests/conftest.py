@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 # The tracks train with TensorFlow (tf.data, tf.distribute, tfds): their tests,
-# and the notebooks' and the README's (which import or
+# and the notebooks', the README's and the exercises' grader (which import or
 # run the tracks), run on the TensorFlow backend.
 # On JAX and PyTorch (`KERAS_BACKEND=jax pytest`, .ci/run) the library's
 # tests run: layers, models, generate, plots, instruments.
@@ -20,7 +20,11 @@ TENSORFLOW_ONLY = [
     "test_common.py",
     "test_data_identity.py",
     "test_diagnose_model.py",
+    "test_compare.py",
+    "test_doc_numbers.py",
     "test_docker.py",
+    "test_docs_site.py",
+    "test_exercises.py",
     "test_fault_injection.py",
     "test_findings.py",
     "test_language_data.py",

@@ -1,4 +1,9 @@
-"""`python -m tracks`: the tracks this package installs, and how to start each one."""
+"""`python -m tracks`: the tracks this package installs, how to start each one, and the exercises.
+
+    python -m tracks                       # the tracks
+    python -m tracks exercises             # the exercises; `exercises start N DIR` copies one
+    python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
+"""
 
 import argparse
 import ast
@@ -27,6 +32,11 @@ def version():
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["exercises"], ["check"]):
+        from tracks.exercises.grader import main as exercises_main
+
+        return exercises_main(argv)
     parser = argparse.ArgumentParser(prog="python -m tracks", description=__doc__)
     parser.add_argument("--version", action="version", version=f"residual-keras {version()}")
     parser.parse_args(argv)
@@ -35,6 +45,8 @@ def main(argv=None):
     for track, script in TRACKS:
         print(f"  {track:<9} {'python -m tracks.' + track:<26} or  {script}")
         print(f"  {'':<9} {summary(track)}")
+    print("\n  exercises python -m tracks exercises        the course's self-test to solve, and\n"
+          "            python -m tracks check FILE        the grader")
     return 0
 
 
