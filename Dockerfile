@@ -6,9 +6,9 @@
 #   docker run --rm --gpus all -v "$PWD/runs:/home/student/runs" residual-keras \
 #       python -m tracks.vision --preset fast
 #
-# .ci/docker_check builds both images from this file and runs them as the
-# README says (help, both smoke presets on mounted data, a resume after
-# `docker kill`); the README's Docker section lists the measured sizes.
+# .ci/docker_check builds both images from this file and runs them as
+# docs/gpu_and_docker.md says (help, both smoke presets on mounted data, a resume after
+# `docker kill`); docs/gpu_and_docker.md lists the measured sizes.
 #
 # Base image: plain Python, pinned by its full tag (CPython 3.11.14, Debian 12
 # "bookworm"). BASE_IMAGE replaces it where no registry is reachable (CI

@@ -13,7 +13,7 @@ checks what that script cannot, or faster:
   step is executed in /bin/sh, as Docker would, with a stand-in `python`:
   CI cannot download the data sets);
 - .dockerignore lets in only what pip installs;
-- the README's Docker commands are the ones .ci/docker_check runs.
+- the documented Docker commands (docs/gpu_and_docker.md) are the ones .ci/docker_check runs.
 
 The Dockerfile is read by `dockerfile-parse` and .dockerignore applied by the
 Docker SDK's own `exclude_paths` (the `docker` package): both are in the test
@@ -350,10 +350,13 @@ def test_dockerignore_keeps_everything_pip_installs():
 CI_SCRIPT = ROOT / ".ci" / "docker_check"
 
 
+DOCKER_PAGE = ROOT / "docs" / "gpu_and_docker.md"
+
+
 def readme_docker_commands():
-    """Every `docker ...` line of the code blocks in README.md's Docker section."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Docker"):]
+    """Every `docker ...` line of the code blocks in the Docker section of docs/gpu_and_docker.md."""
+    text = DOCKER_PAGE.read_text()
+    section = text[text.index("## Docker"):]
     section = section[:re.search(r"\n##+ ", section).start()]  # up to the next heading
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     return [line.strip() for block in blocks for line in block.splitlines() if line.startswith("docker ")]
@@ -383,7 +386,7 @@ def test_readme_docker_commands_are_the_ones_ci_runs():
     ci = ci_docker_commands()
     assert len(ci) >= 8, ci
     missing = [command for command in readme if normalised(command) not in ci]
-    assert not missing, f"README commands that .ci/docker_check does not run: {missing}"
+    assert not missing, f"documented commands that .ci/docker_check does not run: {missing}"
 
 
 def test_ci_runs_the_docker_check():

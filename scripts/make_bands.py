@@ -1,0 +1,106 @@
+"""Writes each reference run's bands.json: the range a class run of the quick preset may fall in.
+
+A band is the range of every measured run of the preset on that data set
+(the reference run and the earlier runs recorded in docs/experiments/),
+widened on each side (vision: 3 points of error, language: 0.03 nats, the
+threshold below which the language findings call two runs the same) and
+rounded outwards (whole points; 0.01 nats). Two or three seeds give a range,
+not a confidence interval: a class run outside a band is a reason to look,
+not a failure.
+
+    python scripts/make_bands.py
+"""
+
+import json
+import math
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "docs" / "reference"
+
+# The earlier final runs of the same presets, as docs/experiments/ records them
+# (final training and test error, validation loss), with where they are written.
+EARLIER = {
+    "vision-cifar10-s0": {
+        "source": "docs/experiments/vision.md, rows v-cifar-s0 and v-cifar-s1 (commit b8e8b91)",
+        "values": {
+            "plain-8 training error": [0.450, 0.421], "plain-8 test error": [0.446, 0.418],
+            "plain-32 training error": [0.579, 0.562], "plain-32 test error": [0.564, 0.542],
+            "residual-8 training error": [0.456, 0.444], "residual-8 test error": [0.445, 0.427],
+            "residual-32 training error": [0.388, 0.380], "residual-32 test error": [0.382, 0.377],
+        },
+    },
+    "vision-offline-s0": {
+        "source": "docs/experiments/vision.md, rows v-auto-s0 and v-auto-s1 (commit b8e8b91)",
+        "values": {
+            "plain-8 training error": [0.187, 0.200], "plain-8 test error": [0.168, 0.206],
+            "plain-32 training error": [0.281, 0.416], "plain-32 test error": [0.250, 0.414],
+            "residual-8 training error": [0.219, 0.182], "residual-8 test error": [0.182, 0.183],
+            "residual-32 training error": [0.164, 0.158], "residual-32 test error": [0.159, 0.158],
+        },
+    },
+    "language-tinyshakespeare-s0": {
+        "source": "docs/experiments/language.md, the final runs on Tiny Shakespeare, seeds 0 (L05) and 1",
+        "values": {
+            "pre-6-warmup0 validation loss": [1.787, 1.780], "pre-6-warmup100 validation loss": [1.772, 1.765],
+            "post-6-warmup0 validation loss": [3.347, 3.349], "post-6-warmup100 validation loss": [1.743, 1.739],
+            "plain-6-warmup100 validation loss": [3.348, 3.349],
+        },
+    },
+    "language-offline-s0": {
+        "source": "docs/experiments/language.md, the final runs on pydoc, seeds 0 and 1",
+        "values": {
+            "pre-6-warmup0 validation loss": [1.299, 1.302], "pre-6-warmup100 validation loss": [1.292, 1.297],
+            "post-6-warmup0 validation loss": [3.243, 3.249], "post-6-warmup100 validation loss": [1.276, 1.289],
+            "plain-6-warmup100 validation loss": [3.244, 3.249],
+        },
+    },
+}
+VISION_RULE = ("every measured run's range (this reference and docs/experiments/' earlier seeds) widened by "
+               "3 points of error on each side, ends rounded outwards to whole points")
+LANGUAGE_RULE = ("every measured run's range (this reference and docs/experiments/' earlier seeds) widened by "
+                 "0.03 nats on each side, ends rounded outwards to 0.01")
+
+
+def _figures(results):
+    figures = {}
+    for entry in results["models"]:
+        for key, label in (("train_error", "training error"), ("test_error", "test error"),
+                           ("val_loss", "validation loss")):
+            if entry.get(key) is not None:
+                figures[f"{entry['id']} {label}"] = entry[key]
+    return figures
+
+
+def bands_for(name):
+    results = json.loads((REFERENCE / name / "results.json").read_text())
+    earlier = EARLIER[name]["values"]
+    vision = name.startswith("vision")
+    # Errors are fractions: 3 points widen by 0.03 and whole points are steps of 0.01,
+    # the same numbers as the language track's 0.03 and 0.01 nats.
+    widen, step = 0.03, 0.01
+    bands = {}
+    for figure, value in _figures(results).items():
+        values = [value, *earlier.get(figure, [])]
+        low = math.floor((min(values) - widen) / step + 1e-9) * step
+        high = math.ceil((max(values) + widen) / step - 1e-9) * step
+        bands[figure] = [round(max(low, 0.0), 4), round(high, 4)]
+    return bands, (VISION_RULE if vision else LANGUAGE_RULE), [f"{name}/results.json", EARLIER[name]["source"]]
+
+
+def main():
+    for name in EARLIER:
+        if not (REFERENCE / name / "results.json").is_file():
+            print(f"skipped {name}: no reference run")
+            continue
+        bands, rule, sources = bands_for(name)
+        path = REFERENCE / name / "bands.json"
+        path.write_text(json.dumps({"rule": rule, "sources": sources,
+                                    "bands": {key: bands[key] for key in sorted(bands)}}, indent=1) + "\n")
+        print(f"wrote {path.relative_to(ROOT)} ({len(bands)} bands)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
