@@ -106,7 +106,7 @@ def test_channels_first_computes_the_channels_last_block_transposed(layer_cls, k
     np.testing.assert_allclose(np.transpose(got, (0, 2, 3, 1)), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_channels_first_batchnorm_normalises_the_channels():
+def test_channels_first_batchnorm_normalises_the_channels(channels_first_conv):
     block = BasicBlock(4, data_format="channels_first")
     block.build(X_FIRST.shape)
     assert block.norm1.axis in (1, [1])
@@ -192,6 +192,9 @@ def test_bad_options_name_the_value():
         BasicBlock(8, final_activation="relu")
     with pytest.raises(ValueError, match="data_format='NCHW'.*'channels_last', 'channels_first'"):
         FixupBasicBlock(8, num_blocks=2, data_format="NCHW")
+
+
+def test_an_image_of_the_wrong_rank_names_the_layout(channels_first_conv):
     with pytest.raises(ValueError, match=r"\(batch, channels, height, width\) \(channels_first\)"):
         BasicBlock(8, data_format="channels_first")(np.zeros((2, 8, 4), "float32"))
 
