@@ -37,7 +37,10 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   stream, relative to the stream (`stream_contributions`); the stream as the
   sum of every sublayer's output (`stream_decomposition`); the loss of the
   stream read out at every depth (`logit_lens`); removing one sublayer
-  (`lesion_sublayers`).
+  (`lesion_sublayers`); the rank of what the blocks have written into the
+  stream, x_L - x_0 (`stream_delta_rank`: 0 when every block starts as the
+  identity, rising as they train); the loss on a plane of random directions
+  around the trained weights (`loss_landscape`, Li et al. 2018).
 
 Which layers are "blocks": every layer in the model that implements the
 residual protocol (`residual_keras.residual`: a `residual_steps()` method
@@ -96,7 +99,7 @@ arrays) that `residual_keras.plots` draws and that `json`-friendly reports
 can store.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
-`paths`, `stream`, `scalar_chain`, `calibration`, `dynamics` (during
+`paths`, `stream`, `rank`, `landscape`, `scalar_chain`, `calibration`, `dynamics` (during
 training); `_blocks` finds the blocks, `_forward` runs the model with their
 calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and
 metric, `_state` restores the variables, `_autodiff` differentiates.
@@ -109,8 +112,10 @@ from residual_keras.diagnostics.calibration import calibrate_batchnorm
 from residual_keras.diagnostics.dynamics import TrainingDynamics, read_rows
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
+from residual_keras.diagnostics.landscape import loss_landscape
 from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, lesion_sublayers, swap_blocks
 from residual_keras.diagnostics.paths import path_gradients
+from residual_keras.diagnostics.rank import stream_delta_rank
 from residual_keras.diagnostics.scalar_chain import scalar_chain
 from residual_keras.diagnostics.stream import logit_lens, stream_contributions, stream_decomposition
 
@@ -127,10 +132,12 @@ __all__ = [
     "lesion",
     "lesion_sublayers",
     "logit_lens",
+    "loss_landscape",
     "path_gradients",
     "read_rows",
     "scalar_chain",
     "stream_contributions",
     "stream_decomposition",
+    "stream_delta_rank",
     "swap_blocks",
 ]

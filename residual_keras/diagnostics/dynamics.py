@@ -17,7 +17,11 @@ batch and in inference mode (so that nothing of the model changes):
   identity-initialised block start as the identity and lets it leave it:
   ReZero's alpha, the mean |gamma| of a zero-gamma block's last BatchNorm,
   Fixup's scale, the norm of a zero-initialised pre-activation block's last
-  kernel, `Residual(identity_init=True)`'s alpha (None otherwise).
+  kernel, `Residual(identity_init=True)`'s alpha (None otherwise);
+- `delta_rank`, `delta_effective_rank` and `delta_size`: the rank of what
+  the blocks have written into the stream, x_L - x_0, at the stream's
+  scale and scale-free, and its size relative to x_0 (`stream_delta_rank`):
+  0 at the start for identity-initialised networks, rising as they train.
 
 Every block the instruments find counts, a student's own included: the
 callback reads them through the residual protocol.
@@ -43,11 +47,12 @@ from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import unchanged
 from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_numpy
 from residual_keras.diagnostics.gradients import gradient_norms
+from residual_keras.diagnostics.rank import channels_axis, delta_rank_of
 from residual_keras.diagnostics.stream import walk_steps
 from residual_keras.residual import identity_scale
 
 FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight_grad_norm",
-          "update_ratio", "branch_ratio", "identity_scalar")
+          "update_ratio", "branch_ratio", "identity_scalar", "delta_rank", "delta_effective_rank", "delta_size")
 
 
 def _norm(arrays):
@@ -55,7 +60,7 @@ def _norm(arrays):
 
 
 class TrainingDynamics(keras.callbacks.Callback):
-    """Records gradient flow, update sizes, branch sizes and identity scalars during `fit`.
+    """Records gradient flow, update sizes, branch sizes, identity scalars and the rank of x_L - x_0 during `fit`.
 
     Works on any model shape the instruments measure (see `gradient_norms`);
     recording leaves the model's variables as they were.
@@ -71,6 +76,8 @@ class TrainingDynamics(keras.callbacks.Callback):
         output_index: for a model with several outputs, the one the loss
             reads (see `gradient_norms`).
         blocks: optional list of layer names (or layers) to use as blocks.
+        rank_tolerance: float. The tolerance of `delta_rank` (see
+            `stream_delta_rank`). Default 1e-3.
 
     Example:
         >>> dynamics = TrainingDynamics(x_batch, y_batch)
@@ -89,12 +96,14 @@ class TrainingDynamics(keras.callbacks.Callback):
         loss: LossLike = None,
         output_index: Optional[int] = None,
         blocks: BlockNames = None,
+        rank_tolerance: float = 1e-3,
     ) -> None:
         super().__init__()
         self.x, self.y = _inputs.one_batch(x, y)
         self.loss, self.output_index, self.block_choice = loss, output_index, blocks
         self.path = None if path is None else pathlib.Path(path)
         self.every = int(every)
+        self.rank_tolerance = float(rank_tolerance)
         self.rows = []
         self._before = None
         self.seconds = 0.0
@@ -134,6 +143,7 @@ class TrainingDynamics(keras.callbacks.Callback):
             flow = gradient_norms(self.model, self.x, self.y, training=False, loss=self.loss,
                                   output_index=self.output_index, blocks=blocks)
             branch = self._branch_ratios(forward, trace)
+            delta = delta_rank_of(trace, channels_axis(blocks), self.rank_tolerance)
         after = self._snapshot(blocks)
         updates = [None] * len(blocks)
         if self._before is not None:
@@ -148,6 +158,8 @@ class TrainingDynamics(keras.callbacks.Callback):
                 "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
                 "update_ratio": updates[index], "branch_ratio": branch[index],
                 "identity_scalar": identity_scale(block),
+                "delta_rank": delta["rank"], "delta_effective_rank": delta["effective_rank"],
+                "delta_size": delta["relative_size"],
             })
         self._write()
         self.seconds += time.perf_counter() - start
@@ -189,6 +201,7 @@ def read_rows(path: Union[str, os.PathLike]) -> list[dict[str, Optional[float]]]
     for row in rows:
         entry = {"name": row["name"], "epoch": int(row["epoch"]), "block": int(row["block"])}
         for key in FIELDS[3:]:
-            entry[key] = None if row[key] == "" else float(row[key])
+            value = row.get(key) or ""  # files written before a column existed lack it
+            entry[key] = None if value == "" else float(value)
         parsed.append(entry)
     return parsed

@@ -22,7 +22,7 @@ Every figure follows one convention (`series_styles`): colour = depth,
 line style and marker = variant, one palette (`PALETTE`).
 
 One module per kind of figure: `gradients`, `jacobian`, `activations`,
-`lesions`, `transformer`, `dynamics`, `training` (learning curves); `_style` holds the palette, the
+`lesions`, `transformer`, `dynamics`, `landscape`, `training` (learning curves); `_style` holds the palette, the
 convention and the figure helpers.
 """
 
@@ -31,6 +31,7 @@ from residual_keras.plots.activations import activation_growth
 from residual_keras.plots.dynamics import dynamics
 from residual_keras.plots.gradients import gradient_flow, layer_gradients, scalar_chain
 from residual_keras.plots.jacobian import depth_scaling, jacobian, jacobian_blocks
+from residual_keras.plots.landscape import loss_landscape
 from residual_keras.plots.lesions import block_deletion, lesion, path_gradients
 from residual_keras.plots.training import curves
 from residual_keras.plots.transformer import logit_lens, stream, sublayer_lesions
@@ -49,6 +50,7 @@ __all__ = [
     "layer_gradients",
     "lesion",
     "logit_lens",
+    "loss_landscape",
     "path_gradients",
     "scalar_chain",
     "series_styles",

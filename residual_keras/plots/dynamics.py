@@ -25,10 +25,11 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
         epoch_label: the x axis' name (e.g. "evaluation interval").
 
     Returns:
-        matplotlib.figure.Figure with four panels: the gradient gain, the
+        matplotlib.figure.Figure with five panels: the gradient gain, the
         blocks' mean update-to-weight ratio per epoch, the mean
-        branch-to-stream ratio, and the mean identity scalar (ReZero alpha,
-        zero gamma, Fixup scale) of the models that have one.
+        branch-to-stream ratio, the mean identity scalar (ReZero alpha,
+        zero gamma, Fixup scale) of the models that have one, and the rank
+        of x_L - x_0 (`delta_rank`; 0 while every block is the identity).
     """
     if results and isinstance(results[0], dict):
         results = [results]
@@ -38,9 +39,10 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
         ("update_ratio", r"update $\|\Delta W\| / \|W\|$ per epoch (mean of blocks)", True),
         ("branch_ratio", r"branch / stream $\|f(x)\| / \|x\|$ (mean of blocks)", True),
         ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),
+        ("delta_rank", r"rank of $x_L - x_0$ (at the stream's scale)", False),
     )
-    figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars",
-                           banner, 4, panel_width=4.2, subtitle=subtitle)
+    figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars, rank",
+                           banner, len(panels), panel_width=4.0, subtitle=subtitle)
     for style, rows, label in zip(series_styles(labels), results, labels):
         epochs = sorted({row["epoch"] for row in rows})
         for axis, (key, _, _) in zip(axes, panels):
@@ -51,12 +53,15 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
             if np.all(np.isnan(values)):
                 continue
             axis.plot(epochs, values, markersize=3, **style, label=label)
-    for axis, (_, name, log) in zip(axes, panels):
+    for axis, (key, name, log) in zip(axes, panels):
         if log and any(line.get_ydata().size for line in axis.get_lines()):
             axis.set_yscale("log")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel(epoch_label)
         axis.set_title(name, fontsize="small")
+        if key == "delta_rank":
+            axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+            axis.set_ylim(bottom=-0.5)
         if axis.get_lines():
             axis.legend(fontsize="x-small")
         else:

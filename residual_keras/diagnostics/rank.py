@@ -1,0 +1,126 @@
+"""The rank of what the blocks have written into the stream, x_L - x_0 (`stream_delta_rank`).
+
+The course's self-test (c): a 96-layer Transformer whose blocks all start as
+the identity (ReZero's alpha = 0, zero-initialised branches) computes
+x_L = x_0 at initialisation, so it behaves like the shallow net "embedding,
+then head"; x_L - x_0 is the zero matrix, of rank 0. Training makes the
+branches non-zero and the rank rises: how fast, and how far, says how much
+of the depth the network has started to use.
+
+Over a batch, the change is a matrix with one row per position of every
+example (its real positions, where the blocks are called with a padding
+mask) and one column per channel of the stream, so its rank is at most the
+stream's width. Two ranks:
+
+- `rank`: the numerical rank at the stream's scale, the number of singular
+  values of x_L - x_0 above `tolerance` times the largest singular value of
+  x_L itself: directions the blocks changed by a visible fraction of the
+  stream. 0 exactly when the change is below that everywhere.
+- `effective_rank` (Roy and Vetterli 2007): exp of the entropy of the
+  normalised singular values of x_L - x_0; scale-free, so it counts the
+  directions of even a tiny change (0 only for the zero matrix).
+
+Where the stream changes shape (the stages of a CIFAR ResNet), x_L - x_0
+has no meaning; the change is measured from the first stream point that has
+x_L's shape (the input of the last stage's same-shape blocks), and
+`from_point` says which.
+"""
+
+import keras
+import numpy as np
+
+from residual_keras._types import ArrayLike, BlockNames, Results
+from residual_keras.diagnostics import _inputs
+from residual_keras.diagnostics._blocks import padding_mask_at
+from residual_keras.diagnostics._forward import Forward
+from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._tensors import _to_numpy
+
+
+def channels_axis(blocks):
+    """1 where the last block says channels_first (a convolutional stream), else the last axis."""
+    return 1 if getattr(blocks[-1], "data_format", "channels_last") == "channels_first" else -1
+
+
+def _rows(tensor, axis, mask):
+    """(positions, channels) float64 matrix of a stream point: every real position of every example."""
+    array = np.moveaxis(_to_numpy(tensor).astype("float64"), axis, -1)
+    if mask is not None and array.ndim >= 3:
+        keep = _to_numpy(mask).astype(bool)
+        array = array[keep]  # (real positions, ..., channels)
+    return array.reshape(-1, array.shape[-1])
+
+
+def effective_rank(singular_values):
+    """exp(entropy of singular_values / their sum): Roy and Vetterli's effective rank; 0 for none."""
+    values = np.asarray(singular_values, dtype="float64")
+    total = float(values.sum())
+    if total <= 0 or not np.isfinite(total):
+        return 0.0 if total == 0 else float("nan")
+    shares = values[values > 0] / total
+    return float(np.exp(-np.sum(shares * np.log(shares))))
+
+
+def delta_rank_of(trace, axis, tolerance):
+    """The ranks of x_L - x_s for one recorded run (see `stream_delta_rank`)."""
+    last = trace.points[-1]
+    start = next(point for point, tensor in enumerate(trace.points) if tuple(tensor.shape) == tuple(last.shape))
+    mask = padding_mask_at(trace, len(trace.points) - 2) if len(trace.points) > 1 else None
+    final = _rows(last, axis, mask)
+    delta = final - _rows(trace.points[start], axis, mask)
+    if not (np.all(np.isfinite(delta)) and np.all(np.isfinite(final))):
+        return {"from_point": start, "rank": None, "effective_rank": float("nan"),
+                "relative_size": float("nan"), "width": int(final.shape[1]), "singular_values": None}
+    singular = np.linalg.svd(delta, compute_uv=False)
+    scale = float(np.linalg.norm(final, 2)) if final.size else 0.0
+    start_norm = float(np.linalg.norm(final - delta))
+    return {
+        "from_point": start,
+        "rank": int(np.sum(singular > tolerance * scale)) if scale > 0 else 0,
+        "effective_rank": effective_rank(singular),
+        "relative_size": float(np.linalg.norm(delta)) / start_norm if start_norm > 0 else float("nan"),
+        "width": int(final.shape[1]),
+        "singular_values": singular,
+    }
+
+
+@leaves_model_unchanged
+def stream_delta_rank(
+    model: keras.Model,
+    x: ArrayLike,
+    *,
+    tolerance: float = 1e-3,
+    training: bool = False,
+    blocks: BlockNames = None,
+) -> Results:
+    """Rank of x_L - x_0 over a batch: how much the blocks have changed the stream.
+
+    0 at initialisation for a network whose blocks all start as the identity
+    on the stream they receive (ReZero, zero-initialised branches, Fixup),
+    and more than 0 for any other.
+
+    Args:
+        model: keras.Model with residual blocks (any shape the instruments
+            measure).
+        x: a batch of model inputs, or a dataset whose first batch is used.
+        tolerance: float. A singular value of x_L - x_0 counts towards `rank`
+            when above `tolerance` times the largest singular value of x_L.
+            Default 1e-3.
+        training: bool. Mode of BatchNorm/Dropout. Default False.
+        blocks: optional list of layer names (or layers) to use as blocks.
+
+    Returns:
+        dict with `model`, `names` (L block names), `from_point` (s: the
+        change is x_L - x_s, s = 0 unless the stream changes shape), `rank`
+        (int; None when the stream is not finite), `effective_rank`
+        (float), `width` (the stream's channels: the largest possible rank),
+        `relative_size` (||x_L - x_s||_F / ||x_s||_F) and `singular_values`
+        (of x_L - x_s, largest first).
+    """
+    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 1):
+        raise ValueError(f"tolerance must be a number in (0, 1), got {tolerance!r}.")
+    x = _inputs.one_batch(x)[0]
+    forward = Forward(model, blocks)
+    trace = forward.run(x, training=training)
+    return {"model": forward.model_name, "names": list(forward.names),
+            **delta_rank_of(trace, channels_axis(forward.blocks), tolerance)}
