@@ -162,3 +162,17 @@ def test_depth_scaling_fits_a_per_layer_factor():
     found = depth_scaling(init)
     assert found.holds is None and "x0.9 per layer" in found.text and "fixup" not in found.text and "lone" not in found.text
     assert depth_scaling({"plain-20": {"gradient_gain": 1.0}}) is None
+
+
+def test_smoother_landscape_compares_the_non_convex_share_of_the_plain_twin():
+    def grid(share):
+        return {"landscape": {"center_loss": 0.5, "edge_rise": 3.0, "curvature": 10.0, "nonconvex_share": share}}
+
+    smooth = _vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+                     extra={("plain", 32): grid(0.4), ("residual", 32): grid(0.05)})
+    found = vision.smoother_landscape(smooth)
+    assert found.holds and "5% of the plane non-convex" in found.text and "40%" in found.text
+    rough = _vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+                    extra={("plain", 32): grid(0.05), ("residual", 32): grid(0.05)})
+    assert not vision.smoother_landscape(rough).holds  # equal is not smoother
+    assert vision.smoother_landscape(_vision({("residual", 32): 0.2}, extra={("residual", 32): grid(0.1)})) is None

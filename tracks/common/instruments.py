@@ -160,7 +160,7 @@ def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle
         return []
     plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label,
                    subtitle=subtitle)
-    return [("While training: gradient, updates, branches, identity scalars", "dynamics.png")]
+    return [("While training: gradient, updates, branches, identity scalars, the rank of x_L - x_0", "dynamics.png")]
 
 
 def dynamics_cost_line(results):

@@ -160,6 +160,7 @@ def write_report(run, config, results, data):
     if report.plot_lesions(config, results, run.path / "lesion.png", banner, subtitle):
         figures.append(("Lesion study of the trained networks", "lesion.png"))
     figures += report.plot_ensemble(config, results, run.path, banner, subtitle)
+    figures += report.plot_landscape(config, results, run.path, banner, subtitle)
     report.write_summary(run, config, results, figures, data.banner)
 
 

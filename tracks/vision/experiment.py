@@ -117,6 +117,14 @@ def ensemble_study(model, data, num_images, seed=0, plain=False):
     return jsonable(study)
 
 
+def landscape_study(model, data, config):
+    """Li et al. 2018: the training loss on a plane of filter-normalised random directions."""
+    indices = sample_indices(len(data.y_train), config.landscape_images, config.seed)
+    return jsonable(diagnostics.loss_landscape(
+        model, data.normalize(data.x_train[indices]), data.y_train[indices], steps=config.landscape_steps,
+        seed=config.seed, batch_size=config.landscape_images))
+
+
 def train_one(config, spec, runtime, data, datasets, run, log):
     """Trains one grid point and returns its results.json entry."""
     epoch_data, curve_name, curve_ds, test_ds = datasets
@@ -164,5 +172,11 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
         entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed,
                                            plain=VARIANTS[spec.variant].plain)
+        if config.landscape_steps and spec.depth == max(config.depths):
+            started = time.perf_counter()
+            entry["landscape"] = landscape_study(model, data, config)
+            entry["landscape_seconds"] = time.perf_counter() - started
+            log(f"{spec.id}: loss landscape, {config.landscape_steps}x{config.landscape_steps} points on "
+                f"{config.landscape_images} training images, in {entry['landscape_seconds']:.0f} s")
     entry["seconds"] = time.perf_counter() - start
     return entry

@@ -11,7 +11,9 @@ Thresholds, stated once:
   `KEEPS_SHARE` of its accuracy above chance ("barely changes"); removing
   blocks hurts the plain twin more at every k;
 - short paths: the gradient-weighted mean path length is below the mean
-  path length n/2.
+  path length n/2;
+- the loss landscape (Li et al. 2018): the residual net's plane is the
+  smoother one, a smaller share of it non-convex than its plain twin's.
 """
 
 import numpy as np
@@ -193,6 +195,40 @@ def short_paths(results, variant="residual"):
     )
 
 
+def smoother_landscape(results, variant="residual"):
+    """Li et al. 2018: around its trained weights, the residual net's loss is smoother than its plain twin's."""
+    plain = PLAIN_TWIN.get(variant)
+    entry, ours = _deepest_landscape(results, variant)
+    plain_entry, theirs = _deepest_landscape(results, plain)
+    if ours is None or theirs is None or entry["depth"] != plain_entry["depth"]:
+        return None
+    shares = ours.get("nonconvex_share"), theirs.get("nonconvex_share")
+    if any(share is None for share in shares):
+        return None
+
+    def described(model_id, grid):
+        return (f"{model_id} loss {scientific(grid.get('center_loss'))} at its weights, "
+                f"{scientific(grid.get('edge_rise'))} higher at the edge on average, "
+                f"curvature {scientific(grid.get('curvature'))}, {100 * grid['nonconvex_share']:.0f}% of the plane "
+                "non-convex")
+
+    holds = shares[0] < shares[1]
+    return Finding(
+        f"The loss around the trained weights (depth {entry['depth']})", holds,
+        f"{described(entry['id'], ours)}; {described(plain_entry['id'], theirs)}: "
+        + ("the residual net's plane is the more convex one." if holds else
+           "the residual net's plane is not the more convex one here."),
+    )
+
+
+def _deepest_landscape(results, variant):
+    entries = [m for m in results.get("models", []) if m.get("variant") == variant and m.get("landscape")]
+    if not entries:
+        return None, None
+    entry = max(entries, key=lambda m: m["depth"])
+    return entry, entry["landscape"]
+
+
 def vision_findings(results, variants):
     """Every finding that applies to a run with these variants, in reading order."""
     found = [diverged_models(results)]
@@ -205,7 +241,7 @@ def vision_findings(results, variants):
         found.append(deeper_residual_trains_better(results, variant))
         if PLAIN_TWIN.get(variant) in variants:
             found += [shortcut_benefit(results, variant), gradient_at_initialisation(results, variant),
-                      deletion_contrast(results, variant)]
+                      deletion_contrast(results, variant), smoother_landscape(results, variant)]
         found += [one_block_barely_matters(results, variant), short_paths(results, variant)]
     found.append(depth_scaling(results.get("initialisation", {})))
     return found

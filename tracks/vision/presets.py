@@ -77,6 +77,13 @@ class VisionConfig(RuntimeOptions):
     instrument_images: int = dataclasses.field(
         default=32, metadata={"help": "training images for the instruments at initialisation"}
     )
+    landscape_steps: int = dataclasses.field(
+        default=11, metadata={"help": "grid points per direction of the loss landscape drawn around each deepest "
+                                        "trained net (odd; 0 = none)"}
+    )
+    landscape_images: int = dataclasses.field(
+        default=256, metadata={"help": "training images the loss landscape is evaluated on, at every grid point"}
+    )
     augment: bool = dataclasses.field(default=True, metadata={"help": "pad-4 random crop + horizontal flip"})
     seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data)"})
     steps_per_execution: int = dataclasses.field(
@@ -102,9 +109,12 @@ class VisionConfig(RuntimeOptions):
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose from: {', '.join(SCHEDULES)}")
         for name in ("width", "epochs", "batch_size", "steps_per_execution", "lesion_images",
-                     "instrument_images"):
+                     "instrument_images", "landscape_images"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.landscape_steps != 0 and (self.landscape_steps < 3 or self.landscape_steps % 2 == 0):
+            raise ValueError(f"--landscape-steps must be odd and >= 3 (the grid holds the trained weights at "
+                             f"its centre), or 0 for no landscape; got {self.landscape_steps}")
         if self.curve_eval_size is not None and self.curve_eval_size < 1:
             raise ValueError(f"--curve-eval-size must be >= 1 (or left out: all), got {self.curve_eval_size}")
         if self.train_size is not None and self.train_size < self.batch_size:
@@ -130,6 +140,7 @@ PRESETS = {
     "smoke": VisionConfig(
         preset="smoke", depths=(8, 14), width=4, epochs=2, batch_size=32, train_size=256,
         curve_eval_size=128, learning_rate=0.05, lesion_images=100, instrument_images=8,
+        landscape_steps=3, landscape_images=32,
     ),
     # The CPU default: both halves of He et al.'s Figure 6 (the deeper plain net
     # trains worse, the deeper residual net better) in under 15 minutes on 2

@@ -8,6 +8,8 @@
   at initialisation (tracks/common/instruments.py).
 - lesion.png: test accuracy of each trained network at the deepest depth
   with one block removed (Veit et al. 2016).
+- loss_landscape.png: the training loss around each deepest trained net's
+  weights (Li et al. 2018).
 - summary.md: the table of results, the figures, and how to read them.
 """
 
@@ -139,6 +141,20 @@ def plot_ensemble(config, results, directory, banner=None, subtitle=None):
     return figures
 
 
+def plot_landscape(config, results, directory, banner=None, subtitle=None):
+    """loss_landscape.png for the deepest depth's trained models (Li et al. 2018); the figures drawn."""
+    depth, entries = deepest_with(config, results, "landscape")
+    if not entries:
+        return []
+    plots.loss_landscape(
+        [m["landscape"] for m in entries], [m["id"] for m in entries], path=directory / "loss_landscape.png",
+        banner=banner, title=f"Trained depth-{depth} networks: the training loss around their weights",
+        subtitle=None if subtitle is None else
+        f"{subtitle}; {config.landscape_steps} x {config.landscape_steps} points on {config.landscape_images} "
+        "training images, inference mode")
+    return [("The loss around the trained weights (Li et al. 2018)", "loss_landscape.png")]
+
+
 def lesion_lines(results):
     """One line per trained model: intact accuracy and the worst single-block lesion."""
     lines = []
@@ -229,6 +245,12 @@ def write_summary(run, config, results, figures, banner=None):
         "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
         "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
         "network has one path.\n",
+        "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
+        "through its weights spanned by two random directions, each filter scaled to the weights' own "
+        "filter (so that planes of different nets compare). Contours above, the surface below, one colour "
+        "scale for all; the panel titles give what was measured on each grid: the rise at the edge, the "
+        "curvature at the weights, the share of the plane that curves down in some direction "
+        "(non-convex).\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
         INSTRUMENT_NOTES,
