@@ -43,6 +43,7 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
     )
     figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars, rank",
                            banner, len(panels), panel_width=4.0, subtitle=subtitle)
+    zeros = set()  # log panels where some value is exactly 0 (cannot be drawn there)
     for style, rows, label in zip(series_styles(labels), results, labels):
         epochs = sorted({row["epoch"] for row in rows})
         for axis, (key, _, _) in zip(axes, panels):
@@ -52,13 +53,16 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
                 values.append(np.mean(found) if found else np.nan)
             if np.all(np.isnan(values)):
                 continue
+            if any(value == 0 for value in values):
+                zeros.add(key)
             axis.plot(epochs, values, markersize=3, **style, label=label)
     for axis, (key, name, log) in zip(axes, panels):
-        if log and any(line.get_ydata().size for line in axis.get_lines()):
+        if log and any(np.any(np.asarray(line.get_ydata(), dtype=float) > 0) for line in axis.get_lines()):
             axis.set_yscale("log")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel(epoch_label)
-        axis.set_title(name, fontsize="small")
+        axis.set_title(name + ("\n(exactly 0 at some epochs: below the log axis)" if log and key in zeros else ""),
+                       fontsize="small")
         if key == "delta_rank":
             axis.yaxis.set_major_locator(MaxNLocator(integer=True))
             axis.set_ylim(bottom=-0.5)

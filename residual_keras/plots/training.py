@@ -17,7 +17,9 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
             `label` (the model's id, e.g. "plain-32": colour = depth, style =
             variant, as every figure), `legend` (its text in the legend), `x`,
             `y` (drawn bold) and optionally `dashed` (drawn thin and dashed on
-            the same x, e.g. the test error beside the training error).
+            the same x, e.g. the test error beside the training error) and
+            `band`, a (low, high) pair of lists on the same x shaded in the
+            series' colour (e.g. mean +- std over seeds).
         xlabel, ylabel: axis names.
         note: optional legend title (e.g. "bold: train, dashed: test").
         bottom, top: optional y limits shared by all panels (None: automatic,
@@ -36,6 +38,9 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
         for series in group:
             style = dict(styles[series["label"]], **({"linestyle": "-"} if solid else {}))
             axis.plot(series["x"], series["y"], linewidth=2.4, markersize=4, **style, label=series["legend"])
+            if series.get("band") is not None:
+                low, high = series["band"]
+                axis.fill_between(series["x"], low, high, color=style["color"], alpha=0.2, linewidth=0)
             if series.get("dashed") is not None:
                 axis.plot(series["x"], series["dashed"], color=style["color"], linewidth=0.9, linestyle="--")
         axis.set_title(panel_title, fontsize="medium")

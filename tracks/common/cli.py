@@ -76,7 +76,7 @@ def _shown(value):
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, tuple):
-        return ",".join(map(str, value))
+        return ",".join(map(str, value)) or "none"
     return "none" if value is None else str(value)
 
 
@@ -298,6 +298,8 @@ def diagnose_command(prog, track, config_cls, presets, default_preset, argv, *,
     args = parser.parse_args(argv)
     if args.resume:
         return fail("diagnose does not resume: it trains nothing; run it again with a new --out")
+    if getattr(args, "seeds", None):
+        return fail("diagnose trains nothing, so --seeds has nothing to average; measure one seed with --seed N")
 
     def prepare():
         return start_or_resume(args, f"{track}-diagnose", config_cls, presets, parse_source=parse_source,

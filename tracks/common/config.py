@@ -105,6 +105,10 @@ def config_from_args(args, presets, config_cls):
             f"unknown preset {preset!r}; choose one of: {', '.join(presets)}"
         )
     given = given_options(args, config_cls)
+    if given.get("seeds") and "seed" in given:
+        raise ConfigError("--seeds replaces --seed (the run's seeds are those listed): give one of them")
+    if given.get("seeds"):
+        given["seed"] = given["seeds"][0]  # the first seed's data are the run's data (checked on --resume)
     base = presets[preset]
     adapted = getattr(base, "adapted_to", None)  # a preset value that depends on an option given
     try:

@@ -18,11 +18,15 @@ class Finding:
     """One claim tested on a run: its title, whether it held, and the sentence.
 
     `holds` is None for a finding that only reports measurements (no claim).
+    `margin`, for a claim, is by how much it is met (positive when it holds;
+    infinite when a divergence decides it): what a run of several seeds
+    compares with the spread (tracks/common/seeds.py).
     """
 
     title: str
     holds: bool | None
     text: str
+    margin: float | None = None
 
     def markdown(self):
         mark = "" if self.holds is None else (" (holds)" if self.holds else " (does not hold)")

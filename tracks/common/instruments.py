@@ -163,6 +163,38 @@ def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle
     return [("While training: gradient, updates, branches, identity scalars, the rank of x_L - x_0", "dynamics.png")]
 
 
+def dynamics_summary(rows):
+    """A trained model's dynamics at its first and last record, for results.json.
+
+    {"first": {...}, "last": {...}}, each with the epoch, the gradient gain,
+    the mean branch ratio and identity scalar over the blocks that have one
+    (None where no block has), and the rank, effective rank and relative size
+    of x_L - x_0; None when nothing was recorded.
+    """
+    if not rows:
+        return None
+    epochs = sorted({row["epoch"] for row in rows})
+
+    def mean(values):
+        values = [value for value in values if value is not None and math.isfinite(value)]
+        return float(np.mean(values)) if values else None
+
+    def at(epoch):
+        records = [row for row in rows if row["epoch"] == epoch]
+        first = records[0]
+        return {
+            "epoch": epoch,
+            "gradient_gain": first.get("gradient_gain"),
+            "branch_ratio": mean(row.get("branch_ratio") for row in records),
+            "identity_scalar": mean(row.get("identity_scalar") for row in records),
+            "delta_rank": first.get("delta_rank"),
+            "delta_effective_rank": first.get("delta_effective_rank"),
+            "delta_size": first.get("delta_size"),
+        }
+
+    return jsonable({"first": at(epochs[0]), "last": at(epochs[-1])})
+
+
 def dynamics_cost_line(results):
     """One sentence: what recording the dynamics cost, as a share of the training time."""
     spent = sum(m.get("dynamics_seconds") or 0.0 for m in results["models"])

@@ -79,7 +79,26 @@ def prepare(args):
 
 
 def train(config, run, data):
-    """Trains the grid of a prepared run, then writes its report and samples."""
+    """Trains a prepared run (once per seed with --seeds), then writes its report."""
+    if config.seeds:
+        return train_seeds(config, run, data)
+    return train_one_run(config, run, data)
+
+
+def train_seeds(config, run, data):
+    """--seeds: each seed's run in seed-N/, then the mean +- std report at the top of the run."""
+    from tracks.common.cli import refuse_other_data
+    from tracks.common.seeds import train_each_seed
+    from tracks.language.data import fingerprint
+
+    seed_runs = train_each_seed(run, config, data, load_data=load_data, fingerprint=fingerprint,
+                                train_one_seed=train_one_run, refuse_other_data=refuse_other_data, log=log)
+    results = report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=plot_banner(data))
+    log(report.seeds_terminal_ending(run, results))
+
+
+def train_one_run(config, run, data):
+    """Trains the grid of one run (one seed), then writes its report and samples."""
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
                             cpu_xla=CPU_XLA)
     data.vocab.save(run.path / "vocab.json")
@@ -191,6 +210,10 @@ def not_sampleable(run_dir):
         models = read_json(results_path, "")["models"]
     except (RunFileError, TypeError, KeyError):
         return f"{run_dir} has no best_model.keras, and its results.json is damaged"
+    seed_runs = sorted(path.name for path in run_dir.glob("seed-*") if (path / "best_model.keras").exists())
+    if seed_runs:
+        return (f"{run_dir} is a run over several seeds: each seed's run has its own best model; sample "
+                f"from one of them, e.g. {PROG} sample {run_dir / seed_runs[0]}")
     if models and all(isinstance(m, dict) and m.get("diverged") for m in models):
         return (f"every model of {run_dir} diverged ({len(models)} of {len(models)}): there is no "
                 f"trained model to sample from; try a lower --learning-rate or warmup")

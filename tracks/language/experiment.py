@@ -11,7 +11,7 @@ import time
 import keras
 
 from residual_keras import count_trainable_params, diagnostics, generate, transformer_lm
-from tracks.common.instruments import jsonable
+from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
 
@@ -176,6 +176,7 @@ def train_one(config, spec, runtime, data, run, log):
         "xla": xla_step_ran(model) if runtime.xla else False,
         "tokens_per_second": throughput(history, config.eval_interval * tokens_per_step),
         "dynamics_seconds": dynamics.seconds,
+        "dynamics": dynamics_summary(diagnostics.read_rows(dynamics.path)),
         "fit_seconds": outcome["seconds"],
         "sample": None,
     }

@@ -55,12 +55,13 @@ def plain_fails(results):
         f"best validation loss plain {plain:.3f}{stuck}, Pre-LN {pre:.3f}: "
         + ("without the residual additions the deep stack does not learn." if holds else
            f"the plain stack is within {PLAIN_FAILS} nats of Pre-LN here."),
+        margin=plain - pre - PLAIN_FAILS,
     )
 
 
 def warmup_effect(results, variant):
     """How much warm-up changes one variant's final loss, at each depth that has both runs."""
-    sentences, verdicts = [], []
+    sentences, verdicts, gaps = [], [], []
     for depth in sorted({m["depth"] for m in _entries(results, variant=variant)}):
         runs = {m["warmup"]: _final(m) for m in _entries(results, variant=variant, depth=depth)}
         if 0 not in runs or len(runs) < 2 or None in runs.values():
@@ -68,6 +69,7 @@ def warmup_effect(results, variant):
         warm = max(runs)
         cold, hot = runs[0], runs[warm]
         gap = cold - hot
+        gaps.append(gap)
         if cold == float("inf"):
             sentences.append(f"at {_layers(depth)} it diverged without warm-up and reached {hot:.3f} with {warm} steps")
             verdicts.append("needs")
@@ -77,7 +79,7 @@ def warmup_effect(results, variant):
         sentences.append(f"at {_layers(depth)} {cold:.3f} without warm-up, {hot:.3f} with {warm} steps ({gap:+.3f})")
     if not sentences:
         return None
-    return verdicts, "; ".join(sentences)
+    return verdicts, "; ".join(sentences), gaps
 
 
 def needs_warmup(results, variant="post"):
@@ -85,13 +87,14 @@ def needs_warmup(results, variant="post"):
     effect = warmup_effect(results, variant)
     if effect is None:
         return None
-    verdicts, text = effect
+    verdicts, text, gaps = effect
     holds = "needs" in verdicts
     return Finding(
         f"{variant} needs warm-up", holds,
         f"final validation loss {text}. " + (
             f"Without warm-up it ends at least {NEEDS_WARMUP} nats worse (or diverges)." if holds else
             f"Warm-up changes it by less than {NEEDS_WARMUP} nats here."),
+        margin=max(gaps) - NEEDS_WARMUP,
     )
 
 
@@ -100,13 +103,14 @@ def trains_without_warmup(results, variant="pre"):
     effect = warmup_effect(results, variant)
     if effect is None:
         return None
-    verdicts, text = effect
+    verdicts, text, gaps = effect
     holds = all(verdict == "indifferent" for verdict in verdicts)
     return Finding(
         f"{variant} without warm-up", holds,
         f"final validation loss {text}. " + (
             f"Within {INDIFFERENT} nats either way: it does not need warm-up." if holds else
             f"More than {INDIFFERENT} nats apart: warm-up matters for it in this run."),
+        margin=INDIFFERENT - max(abs(gap) for gap in gaps),
     )
 
 
@@ -135,6 +139,7 @@ def xiong_gradients(results):
            "model measures; compare the sizes: " + (
                "Post-LN's gradients are the larger ones." if levels["post"] > levels["pre"] else
                "Pre-LN's gradients are the larger ones.")),
+        margin=min(post - XIONG_RATIO, XIONG_RATIO - max(pre, 1 / pre)),
     )
 
 
@@ -153,6 +158,7 @@ def stream_is_a_sum(results, variant="pre"):
         f"max |x_L - (x_0 + sum of sublayer outputs)| / max |x_L| = {scientific(worst)} for {variant}"
         f"{contrast}. " + ("Every sublayer only adds to the stream." if holds else
                            f"More than {SUM_TOLERANCE}: something else changes the stream."),
+        margin=SUM_TOLERANCE - worst,
     )
 
 

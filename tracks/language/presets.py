@@ -13,6 +13,7 @@ from typing import Optional
 
 from tracks.common.config import refuse_repeats
 from tracks.common.runtime import RuntimeOptions
+from tracks.common.seeds import check_seeds
 
 VARIANTS = ("pre", "post", "plain", "rezero")
 VARIANT_HELP = (
@@ -71,6 +72,10 @@ class LanguageConfig(RuntimeOptions):
                   "choices": ("gpt2", "xavier")},
     )
     seed: int = dataclasses.field(default=0, metadata={"help": "random seed (init, batches, sampling)"})
+    seeds: tuple[int, ...] = dataclasses.field(
+        default=(), metadata={"help": "train every model once per seed, e.g. 0,1,2 (each seed's run in seed-N/, "
+                                      "then mean +- std and findings judged against the spread; replaces --seed)"}
+    )
     instrument_sequences: int = dataclasses.field(
         default=8, metadata={"help": "validation windows for the instruments (at init and after training)"}
     )
@@ -97,6 +102,9 @@ class LanguageConfig(RuntimeOptions):
         return self
 
     def __post_init__(self):
+        check_seeds(self.seeds)
+        if self.seeds and self.seed != self.seeds[0]:
+            raise ValueError(f"--seeds {','.join(map(str, self.seeds))} replaces --seed: give one of them")
         if not self.depths or min(self.depths) < 1:
             raise ValueError(f"--depths must be positive integers, got {self.depths}")
         if not self.variants:

@@ -22,6 +22,13 @@ from tracks.common.report import (
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
+from tracks.common.seeds import (
+    band_series,
+    combine_findings,
+    spread_cell,
+    write_seeds_results,
+    write_seeds_summary,
+)
 from tracks.common.training import read_metrics_rows
 from tracks.language.experiment import grid
 from tracks.language.findings import language_findings
@@ -34,28 +41,37 @@ def run_subtitle(config, data):
             f"({config.preset} preset)")
 
 
-def plot_loss_curves(run, config, results, path, banner=None, subtitle=None):
-    """loss_curves.png: validation loss against step, one panel per variant."""
+def plot_loss_curves(run, config, results, path, banner=None, subtitle=None, runs=None):
+    """loss_curves.png: validation loss against step, one panel per variant.
+
+    With `runs` (the seed runs of a `--seeds` run), each line is the mean
+    over the seeds with a band of +- one standard deviation.
+    """
+    runs = runs or [run]
     compare_warmup = len(config.warmup_steps) > 1
     panels = []
     for variant in config.variants:
         group = []
         for spec in grid(config):
-            rows = read_metrics_rows(run.metrics_path(spec.id)) if spec.variant == variant else []
-            if not rows:
+            if spec.variant != variant:
+                continue
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(spec.id)) for r in runs) if rows]
+            if not per_run:
                 continue
             entry = next((m for m in results["models"] if m["id"] == spec.id), {})
             legend = f"{spec.depth} layers" + (f", warm-up {spec.warmup}" if compare_warmup else "")
-            group.append({
-                "label": spec.id,  # a run with warm-up gets its own line style
-                "legend": legend + (" (diverged)" if entry.get("diverged") else ""),
-                "x": [(row["epoch"] + 1) * config.eval_interval for row in rows],
-                "y": [row.get("val_loss", float("nan")) for row in rows],
-            })
+            legend += " (diverged)" if entry.get("diverged") else ""
+            curves = [([(row["epoch"] + 1) * config.eval_interval for row in rows],
+                       [row.get("val_loss", float("nan")) for row in rows]) for rows in per_run]
+            if len(runs) > 1:  # a run with warm-up gets its own line style (the label)
+                group.append(band_series(curves, spec.id, f"{legend}, mean of {len(per_run)} seeds"))
+            else:
+                group.append({"label": spec.id, "legend": legend, "x": curves[0][0], "y": curves[0][1]})
         panels.append((variant, group))
     return plots.curves(
         panels, xlabel="training step", ylabel="validation loss (nats/char)", path=path, banner=banner,
-        subtitle=subtitle, title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
+        subtitle=subtitle, note="band: ± 1 std over the seeds" if len(runs) > 1 else None,
+        title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
     )
 
 
@@ -212,3 +228,57 @@ def write_summary(run, config, results, figures, banner=None):
     for title, name in figures:
         lines.append(f"## {title}\n\n![{title}]({name})\n")
     (run.path / "summary.md").write_text("\n".join(lines))
+
+
+SEED_METRICS = ("train_loss", "val_loss", "val_bpc")
+
+
+def seeds_table(results):
+    """(headers, rows) of a seeds run: each model's losses as mean +- std over the seeds."""
+    def number(value):
+        return format_value(value)
+
+    rows = []
+    for entry in sorted(results["models"], key=lambda m: (m["depth"], m["variant"], m["warmup"])):
+        diverged = entry.get("diverged_seeds") or []
+        rows.append([
+            entry["variant"], entry["depth"], entry["warmup"], format_value(entry.get("params"), "int"),
+            *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"), number) for metric in SEED_METRICS),
+            ", ".join(map(str, entry["seeds"])),
+            "diverged on seed " + ", ".join(map(str, diverged)) if diverged else "ok",
+        ])
+    return ["variant", "layers", "warmup", "parameters", "train loss", "val loss", "val bits/char", "seeds",
+            "status"], rows
+
+
+def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
+    """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run."""
+    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    first = per_seed[0][1]
+    results = write_seeds_results(run, "language", config, per_seed, SEED_METRICS,
+                                  keys=("variant", "depth", "warmup"),
+                                  extra={key: first.get(key) for key in ("vocab_size", "unigram_loss")})
+    subtitle = (f"{dataset_title(first.get('dataset'))}, seeds {','.join(map(str, config.seeds))}: "
+                f"{config.steps} steps, width {config.embed_dim} ({config.preset} preset)")
+    plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner, subtitle,
+                     runs=[child for _, child in seed_runs])
+    combined = combine_findings([(seed, language_findings(r, config.variants)) for seed, r in per_seed])
+    write_seeds_summary(
+        run, title=f"Language run over {len(config.seeds)} seeds: plain vs residual, Pre-LN vs Post-LN "
+                   f"({config.preset} preset)",
+        banner=banner,
+        description=(f"Data: **{dataset_title(first.get('dataset'))}**, seeds "
+                     f"{', '.join(map(str, config.seeds))}: each model trained once per seed (its "
+                     f"initialisation, batches and samples). Device: {first.get('device')}. {config.steps} "
+                     f"steps of batch {config.batch_size} x {config.sequence_length} characters, width "
+                     f"{config.embed_dim}, AdamW lr {config.learning_rate}. Losses in nats per character; "
+                     "val loss on the whole validation split, at the end."),
+        table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
+        figures=[("Validation loss: mean ± std over the seeds", "loss_curves.png")],
+    )
+    return results
+
+
+def seeds_terminal_ending(run, results):
+    return run_ending(run, *seeds_table(results), extra_lines=[
+        f"mean ± std over the seeds; each seed's own report and best model: {run.path}/seed-N/"])

@@ -12,7 +12,7 @@ import time
 import keras
 
 from residual_keras import cifar_resnet, count_trainable_params, diagnostics
-from tracks.common.instruments import jsonable
+from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
 from tracks.vision.variants import VARIANTS
@@ -160,6 +160,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         "xla": xla_step_ran(model) if runtime.xla else False,
         "images_per_second": throughput(history, steps_per_epoch * config.batch_size),
         "dynamics_seconds": dynamics.seconds,
+        "dynamics": dynamics_summary(diagnostics.read_rows(dynamics.path)),
         "fit_seconds": outcome["seconds"],
     }
     if diverged is None and history:

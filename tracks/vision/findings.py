@@ -13,8 +13,22 @@ Thresholds, stated once:
 - short paths: the gradient-weighted mean path length is below the mean
   path length n/2;
 - the loss landscape (Li et al. 2018): the residual net's plane is the
-  smoother one, a smaller share of it non-convex than its plain twin's.
+  smoother one, a smaller share of it non-convex than its plain twin's;
+- without normalisation: a net "trains" when its final training accuracy is
+  at least `TRAINS_FROM` x chance, is "stuck at chance" below `STUCK_BELOW`
+  x chance; the claim is that the He-initialised plain and residual stacks
+  diverge or stay at chance while Fixup and the zero-initialised
+  pre-activation net train;
+- branches grow from 0: an identity-initialised net's branches and x_L - x_0
+  are exactly 0 at its first record and above 0 at its last.
+
+Findings that make a claim also give its margin: by how much the claim is
+met (e.g. the deeper net's error minus the shallower one's, less the
+threshold; positive when it holds). A run of several seeds uses the margins
+(tracks/common/seeds.py).
 """
+
+import math
 
 import numpy as np
 
@@ -23,6 +37,11 @@ from tracks.vision.variants import PLAIN_VARIANTS, VARIANTS
 
 DEGRADATION_POINTS = 0.05
 KEEPS_SHARE = 0.8
+TRAINS_FROM = 2.0
+STUCK_BELOW = 1.5
+# Without normalisation: which variants should train (True) and which fail (False).
+EXPECTED_WITHOUT_NORM = {"plain-nonorm": False, "residual-nonorm": False, "fixup": True,
+                         "preact-zero-nonorm": True}
 # The plain twin each residual variant is compared with (variants.py).
 PLAIN_TWIN = {variant.name: variant.plain_twin for variant in VARIANTS.values() if variant.plain_twin}
 
@@ -45,6 +64,7 @@ def degradation(results, variant="plain"):
         f"Degradation ({variant})", holds,
         f"final training error {percent(errors[shallow])} at {shallow} layers, {percent(errors[deep])} at "
         f"{deep} layers ({100 * gap:+.1f} points): {verdict}.",
+        margin=gap - DEGRADATION_POINTS,
     )
 
 
@@ -63,6 +83,7 @@ def deeper_residual_trains_better(results, variant="residual"):
         f"Deeper {variant} nets", holds,
         f"final training error {percent(errors[shallow])} at {shallow} layers, {percent(errors[deep])} at "
         f"{deep} layers: {verdict}.",
+        margin=errors[shallow] - errors[deep],
     )
 
 
@@ -83,6 +104,7 @@ def shortcut_benefit(results, variant="residual"):
         f"training error {listed}" + (
             "; the shortcut's advantage is largest where the nets are deepest." if len(common) > 1 and
             gaps[deep] == max(gaps.values()) else "."),
+        margin=gaps[deep] - DEGRADATION_POINTS,
     )
 
 
@@ -108,6 +130,7 @@ def gradient_at_initialisation(results, variant="residual"):
         + ("the residual net's is nearer 1." if holds else
            "the plain net's is nearer 1 here, so gradient size at initialisation does not explain "
            "this run's degradation (with BatchNorm, a plain net's gradient is rescaled at every layer)."),
+        margin=float(abs(np.log10(theirs)) - abs(np.log10(ours))),
     )
 
 
@@ -121,7 +144,7 @@ def _deepest_study(results, variant, key):
 
 def _kept(accuracy, intact, chance):
     """Share of the intact accuracy above chance that is left."""
-    return (accuracy - chance) / max(intact - chance, 1e-9)
+    return (accuracy - chance) / max(intact - chance, 0.01)  # a net at chance keeps nothing to lose
 
 
 def one_block_barely_matters(results, variant="residual"):
@@ -144,6 +167,7 @@ def one_block_barely_matters(results, variant="residual"):
         + (f"(at least {100 * KEEPS_SHARE:.0f}%: barely changed, as Veit et al. found)." if holds else
            f"(below {100 * KEEPS_SHARE:.0f}%: this net depends on single blocks more than Veit et al.'s "
            "fully trained ResNet-110 did)."),
+        margin=kept - KEEPS_SHARE,
     )
 
 
@@ -172,6 +196,8 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
         f"removed (mean of the draws): {row(ours, entry['id'])}; {row(theirs, plain_entry['id'])}. "
         + ("The residual net keeps more of its accuracy at every k: it degrades smoothly, the plain net breaks."
            if holds else "The residual net does not keep more of its accuracy at every k here."),
+        margin=min(_kept(at(ours, k), ours["intact"], chance) - _kept(at(theirs, k), theirs["intact"], chance)
+                   for k in shown),
     )
 
 
@@ -192,6 +218,7 @@ def short_paths(results, variant="residual"):
         f"of its {n} blocks a typical path passes {n / 2:.1f} branches; the gradient-weighted mean is "
         f"{weighted:.1f}, and 90% of the gradient comes through paths of {low}-{high} branches"
         + (": the effective paths are shorter than the network is deep." if holds else "."),
+        margin=n / 2 - weighted,
     )
 
 
@@ -218,6 +245,7 @@ def smoother_landscape(results, variant="residual"):
         f"{described(entry['id'], ours)}; {described(plain_entry['id'], theirs)}: "
         + ("the residual net's plane is the more convex one." if holds else
            "the residual net's plane is not the more convex one here."),
+        margin=shares[1] - shares[0],
     )
 
 
@@ -229,6 +257,92 @@ def _deepest_landscape(results, variant):
     return entry, entry["landscape"]
 
 
+def _outcome(entry):
+    """(what happened, training accuracy as a multiple of chance; inf for a diverged net)."""
+    chance = 1.0 / entry.get("num_classes", 10)
+    if entry.get("diverged"):
+        return f"diverged (loss NaN or infinite in epoch {entry.get('diverged_epoch', 0) + 1})", float("inf")
+    accuracy = 1.0 - entry["train_error"]
+    times = accuracy / chance
+    if times < STUCK_BELOW:
+        return f"stuck at chance (training error {percent(entry['train_error'])})", times
+    if times >= TRAINS_FROM:
+        return f"trains (training error {percent(entry['train_error'])})", times
+    return f"barely leaves chance (training error {percent(entry['train_error'])})", times
+
+
+def without_normalisation(results):
+    """Which deep nets train without BatchNorm: the identity-initialised ones, not the He-initialised stacks."""
+    entries = [m for m in results.get("models", []) if m.get("variant") in EXPECTED_WITHOUT_NORM
+               and (m.get("diverged") or m.get("train_error") is not None)]
+    if not entries:
+        return None
+    deep = max(m["depth"] for m in entries)
+    entries = {m["variant"]: m for m in entries if m["depth"] == deep}
+    if not any(EXPECTED_WITHOUT_NORM[v] for v in entries) or all(EXPECTED_WITHOUT_NORM[v] for v in entries):
+        return None  # the claim compares nets that should train with nets that should not
+    margins, parts = [], []
+    for variant, entry in entries.items():
+        said, times = _outcome(entry)
+        parts.append(f"{entry['id']} {said}")
+        if EXPECTED_WITHOUT_NORM[variant]:
+            margins.append(times - TRAINS_FROM if math.isfinite(times) else -math.inf)
+        else:
+            margins.append(STUCK_BELOW - times if math.isfinite(times) else math.inf)
+    reference = next((m for m in results.get("models", []) if m.get("variant") == "residual"
+                      and m["depth"] == deep and m.get("train_error") is not None), None)
+    if reference is not None:
+        parts.append(f"with BatchNorm {reference['id']} reaches {percent(reference['train_error'])}")
+    margin = min(margins)
+    holds = margin > 0
+    return Finding(
+        f"Without normalisation at {deep} layers", holds,
+        "; ".join(parts) + ". " + (
+            "The He-initialised stacks fail, the nets whose branches start at 0 train." if holds else
+            "Not every He-initialised stack failed while every identity-initialised net trained "
+            f"(trains: accuracy at least {TRAINS_FROM:g} x chance; at chance: below {STUCK_BELOW:g} x)."),
+        margin=margin,
+    )
+
+
+def branches_grow_from_zero(results):
+    """An identity-initialised net starts as its shortcut path; as it trains its branches grow from 0."""
+    starting, others = [], []
+    for entry in results.get("models", []):
+        dynamics = entry.get("dynamics") or {}
+        first, last = dynamics.get("first") or {}, dynamics.get("last") or {}
+        if first.get("branch_ratio") is None or entry.get("diverged"):
+            continue
+        (starting if first["branch_ratio"] == 0 and first.get("delta_rank") == 0 else others).append(
+            (entry, first, last))
+    if not starting:
+        return None
+
+    def grown(entry, first, last):
+        return (f"{entry['id']} branch ratio {scientific(first['branch_ratio'])} -> "
+                f"{scientific(last.get('branch_ratio'))}, rank of x_L - x_0 {first['delta_rank']:.0f} -> "
+                f"{last.get('delta_rank') or 0:.0f} (effective {scientific(last.get('delta_effective_rank'))}) "
+                f"by epoch {last.get('epoch')}")
+
+    margin = min(min(last.get("branch_ratio") or 0.0, last.get("delta_rank") or 0.0) for _, _, last in starting)
+    contrast = "".join(f"; {entry['id']} starts at branch ratio {scientific(first['branch_ratio'])}, rank "
+                       f"{first.get('delta_rank') or 0:.0f}" for entry, first, _ in others)
+    holds = margin > 0
+    return Finding(
+        "Branches grow from 0", holds,
+        "; ".join(grown(*item) for item in starting) + contrast + ". " + (
+            "Each identity-initialised net starts as its shortcut path (x_L - x_0 = 0, rank 0) and its "
+            "branches become non-trivial as it trains." if holds else
+            "Not every identity-initialised net's branches left 0 here."),
+        margin=margin,
+    )
+
+
+def _all_diverged(results, variant):
+    entries = [m for m in results.get("models", []) if m.get("variant") == variant]
+    return bool(entries) and all(m.get("diverged") for m in entries)
+
+
 def vision_findings(results, variants):
     """Every finding that applies to a run with these variants, in reading order."""
     found = [diverged_models(results)]
@@ -236,12 +350,13 @@ def vision_findings(results, variants):
         if variant in PLAIN_VARIANTS:
             found.append(degradation(results, variant))
     for variant in variants:
-        if variant in PLAIN_VARIANTS:
-            continue
+        if variant in PLAIN_VARIANTS or _all_diverged(results, variant):
+            continue  # a diverged net has no trained numbers; "Diverged" and the findings below name it
         found.append(deeper_residual_trains_better(results, variant))
         if PLAIN_TWIN.get(variant) in variants:
             found += [shortcut_benefit(results, variant), gradient_at_initialisation(results, variant),
                       deletion_contrast(results, variant), smoother_landscape(results, variant)]
         found += [one_block_barely_matters(results, variant), short_paths(results, variant)]
+    found += [without_normalisation(results), branches_grow_from_zero(results)]
     found.append(depth_scaling(results.get("initialisation", {})))
     return found

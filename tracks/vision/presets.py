@@ -13,6 +13,7 @@ from typing import Optional
 from residual_keras.models import blocks_per_stage
 from tracks.common.config import refuse_repeats
 from tracks.common.runtime import RuntimeOptions
+from tracks.common.seeds import check_seeds
 from tracks.vision.variants import VARIANT_HELP, VARIANTS
 
 SCHEDULES = ("cosine", "step")
@@ -86,12 +87,19 @@ class VisionConfig(RuntimeOptions):
     )
     augment: bool = dataclasses.field(default=True, metadata={"help": "pad-4 random crop + horizontal flip"})
     seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data)"})
+    seeds: tuple[int, ...] = dataclasses.field(
+        default=(), metadata={"help": "train every model once per seed, e.g. 0,1,2 (each seed's run in seed-N/, "
+                                      "then mean +- std and findings judged against the spread; replaces --seed)"}
+    )
     steps_per_execution: int = dataclasses.field(
         default=8, metadata={"help": "training steps per compiled call (fewer Python round trips; "
                                         "measured in benchmarks/NOTES.md)"}
     )
 
     def __post_init__(self):
+        check_seeds(self.seeds)
+        if self.seeds and self.seed != self.seeds[0]:
+            raise ValueError(f"--seeds {','.join(map(str, self.seeds))} replaces --seed: give one of them")
         if not self.depths:
             raise ValueError("--depths needs at least one depth")
         for depth in self.depths:
@@ -151,6 +159,16 @@ PRESETS = {
     "quick": VisionConfig(
         preset="quick", depths=(8, 32), width=8, epochs=8, train_size=12000, curve_eval_size=1000,
         learning_rate=0.1, schedule="cosine", warmup_steps=186,
+    ),
+    # The course's deepest claim, trained: which depth-56 nets train without
+    # BatchNorm (docs/experiments/vision.md, issue 25). He-initialised plain and
+    # residual stacks next to Fixup and the zero-initialised pre-activation
+    # net, BatchNorm's residual net as the reference; under 15 minutes on 2 cores.
+    "nonorm": VisionConfig(
+        preset="nonorm", depths=(56,), width=8, epochs=8, batch_size=64, train_size=5000,
+        curve_eval_size=500, learning_rate=0.1, schedule="cosine", warmup_steps=156,
+        variants=("plain-nonorm", "residual-nonorm", "fixup", "preact-zero-nonorm", "residual"),
+        lesion_images=100, landscape_steps=0,
     ),
     # The GPU default: Figure 6's ordering for 20/56/110 in about 15 minutes on one modern GPU.
     "fast": VisionConfig(

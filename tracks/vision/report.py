@@ -25,6 +25,13 @@ from tracks.common.report import (
 )
 from tracks.common.findings import finding_lines
 from tracks.common.instruments import dynamics_cost_line, plot_dynamics
+from tracks.common.seeds import (
+    band_series,
+    combine_findings,
+    spread_cell,
+    write_seeds_results,
+    write_seeds_summary,
+)
 from tracks.common.training import read_metrics_rows
 from tracks.vision.experiment import PATH_IMAGES
 from tracks.vision.findings import vision_findings
@@ -57,31 +64,47 @@ def curve_set(config, name):
     return f"{label} ({size:,} images)" if size else label
 
 
-def plot_training_curves(run, config, results, path, banner=None, subtitle=None):
-    """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6)."""
+def plot_training_curves(run, config, results, path, banner=None, subtitle=None, runs=None):
+    """training_curves.png: error (%) against epoch, one panel per variant (He et al.'s Figure 6).
+
+    With `runs` (the seed runs of a `--seeds` run), each line is the mean
+    over the seeds with a band of +- one standard deviation.
+    """
+    runs = runs or [run]
     panels, curve_names = [], set()
     for variant in config.variants:
         group = []
         for depth in sorted(config.depths):
             model_id = f"{variant}-{depth}"
-            rows = read_metrics_rows(run.metrics_path(model_id))
-            if not rows:
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(model_id)) for r in runs) if rows]
+            if not per_run:
                 continue
             entry = next((m for m in results["models"] if m["id"] == model_id), {})
-            column = curve_column(rows)
+            column = curve_column(per_run[0])
             if column:
                 curve_names.add(curve_set(config, column.removesuffix("_accuracy")))
+            legend = f"{depth} layers" + (" (diverged)" if entry.get("diverged") else "")
+
+            def errors(rows, key):
+                return [row["epoch"] + 1 for row in rows], [100 * (1 - row.get(key, float("nan"))) for row in rows]
+
+            if len(runs) > 1:
+                group.append(band_series([errors(rows, "accuracy") for rows in per_run], model_id,
+                                         f"{legend}, mean of {len(per_run)} seeds",
+                                         dashed_per_seed=[errors(rows, column) for rows in per_run]
+                                         if column else None))
+                continue
+            rows = per_run[0]
             group.append({
-                "label": model_id,
-                "legend": f"{depth} layers" + (" (diverged)" if entry.get("diverged") else ""),
-                "x": [row["epoch"] + 1 for row in rows],
-                "y": [100 * (1 - row.get("accuracy", float("nan"))) for row in rows],
-                "dashed": [100 * (1 - row.get(column, float("nan"))) for row in rows] if column else None,
+                "label": model_id, "legend": legend,
+                "x": errors(rows, "accuracy")[0], "y": errors(rows, "accuracy")[1],
+                "dashed": errors(rows, column)[1] if column else None,
             })
         panels.append((f"{variant} networks", group))
+    bands = ", band: ± 1 std over the seeds" if len(runs) > 1 else ""
     return plots.curves(
         panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner, subtitle=subtitle,
-        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}",
+        note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}{bands}",
         title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
     )
 
@@ -261,3 +284,55 @@ def write_summary(run, config, results, figures, banner=None):
     for title, name in figures:
         lines.append(f"## {title}\n\n![{title}]({name})\n")
     (run.path / "summary.md").write_text("\n".join(lines))
+
+
+SEED_METRICS = ("train_error", "val_error", "test_error")
+
+
+def seeds_table(results):
+    """(headers, rows) of a seeds run: each model's errors as mean +- std over the seeds."""
+    def percent(value):
+        return format_value(value, "percent")
+
+    rows = []
+    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
+        diverged = entry.get("diverged_seeds") or []
+        rows.append([
+            entry["variant"], entry["depth"], format_value(entry.get("params"), "int"),
+            *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"), percent) for metric in SEED_METRICS),
+            ", ".join(map(str, entry["seeds"])),
+            "diverged on seed " + ", ".join(map(str, diverged)) if diverged else "ok",
+        ])
+    return ["variant", "depth", "parameters", "train error", "val error", "test error", "seeds", "status"], rows
+
+
+def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
+    """results.json, training_curves.png (mean +- std bands) and summary.md of a `--seeds` run."""
+    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    results = write_seeds_results(run, "vision", config, per_seed, SEED_METRICS,
+                                  keys=("variant", "depth", "num_classes"))
+    first = per_seed[0][1]
+    subtitle = (f"{dataset_title(first.get('dataset'))}, seeds {','.join(map(str, config.seeds))}: "
+                f"{first.get('train_images'):,} training images, {config.epochs} epochs, width {config.width} "
+                f"({config.preset} preset)")
+    plot_training_curves(run, config, results, run.path / "training_curves.png", plot_banner, subtitle,
+                         runs=[child for _, child in seed_runs])
+    combined = combine_findings([(seed, vision_findings(r, config.variants)) for seed, r in per_seed])
+    write_seeds_summary(
+        run, title=f"Vision run over {len(config.seeds)} seeds: plain vs residual networks ({config.preset} preset)",
+        banner=banner,
+        description=(f"Data: **{dataset_title(first.get('dataset'))}** ({first.get('train_images'):,} training "
+                     f"images), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
+                     f"(its initialisation, training subset and batch order). Device: {first.get('device')}. "
+                     f"{config.epochs} epochs, batch {config.batch_size}, lr {config.learning_rate} "
+                     f"({config.schedule}), width {config.width}. Train error is the last epoch's running "
+                     "error on augmented batches; test error the whole test set, at the end."),
+        table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
+        figures=[("Training curves: mean ± std over the seeds", "training_curves.png")],
+    )
+    return results
+
+
+def seeds_terminal_ending(run, results):
+    return run_ending(run, *seeds_table(results), extra_lines=[
+        f"mean ± std over the seeds; each seed's own report: {run.path}/seed-N/summary.md"])
