@@ -34,6 +34,7 @@ TENSORFLOW_ONLY = [
     "test_package.py",
     "test_readme.py",
     "test_report.py",
+    "test_seeds.py",
     "test_vision_data.py",
     "test_vision_pipeline.py",
     "test_vision_track.py",

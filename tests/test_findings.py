@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from tracks.common.findings import finding_lines, scientific
 from tracks.language import findings as language
 from tracks.vision import findings as vision
@@ -176,3 +178,42 @@ def test_smoother_landscape_compares_the_non_convex_share_of_the_plain_twin():
                     extra={("plain", 32): grid(0.05), ("residual", 32): grid(0.05)})
     assert not vision.smoother_landscape(rough).holds  # equal is not smoother
     assert vision.smoother_landscape(_vision({("residual", 32): 0.2}, extra={("residual", 32): grid(0.1)})) is None
+
+
+def _nonorm(errors, diverged=()):
+    models = [{"id": f"{v}-56", "variant": v, "depth": 56, "num_classes": 10, "train_error": e,
+               "diverged": v in diverged, "diverged_epoch": 0 if v in diverged else None}
+              for v, e in errors.items()]
+    return {"models": models}
+
+
+def test_without_normalisation_needs_the_he_stacks_to_fail_and_the_zero_branch_nets_to_train():
+    found = vision.without_normalisation(_nonorm(
+        {"plain-nonorm": 0.905, "residual-nonorm": None, "fixup": 0.62, "preact-zero-nonorm": 0.73,
+         "residual": 0.54}, diverged=("residual-nonorm",)))
+    assert found.holds and "residual-nonorm-56 diverged" in found.text and "plain-nonorm-56 stuck at chance" in found.text
+    assert "with BatchNorm residual-56 reaches 54.0%" in found.text
+    assert found.margin == pytest.approx(min(0.27 / 0.1 - 2.0, 1.5 - 0.095 / 0.1))
+    # A plain stack that trains (accuracy 3 x chance) breaks the claim, and so does a Fixup net at chance.
+    assert not vision.without_normalisation(_nonorm({"plain-nonorm": 0.70, "fixup": 0.62})).holds
+    assert not vision.without_normalisation(_nonorm({"plain-nonorm": 0.90, "fixup": 0.88})).holds
+    assert vision.without_normalisation(_nonorm({"fixup": 0.6})) is None  # nothing that should fail
+
+
+def _dynamics(first_ratio, first_rank, last_ratio, last_rank):
+    return {"first": {"epoch": 0, "branch_ratio": first_ratio, "delta_rank": first_rank},
+            "last": {"epoch": 8, "branch_ratio": last_ratio, "delta_rank": last_rank,
+                     "delta_effective_rank": float(last_rank)}}
+
+
+def test_branches_grow_from_zero_only_for_identity_initialised_nets_that_leave_it():
+    results = {"models": [
+        {"id": "fixup-56", "dynamics": _dynamics(0.0, 0, 0.11, 32)},
+        {"id": "residual-56", "dynamics": _dynamics(1.29, 31, 0.38, 32)},
+    ]}
+    found = vision.branches_grow_from_zero(results)
+    assert found.holds and "fixup-56 branch ratio 0 -> 0.11, rank of x_L - x_0 0 -> 32" in found.text
+    assert "residual-56 starts at branch ratio 1.29, rank 31" in found.text
+    stuck = {"models": [{"id": "fixup-56", "dynamics": _dynamics(0.0, 0, 0.0, 0)}]}
+    assert not vision.branches_grow_from_zero(stuck).holds
+    assert vision.branches_grow_from_zero({"models": results["models"][1:]}) is None
