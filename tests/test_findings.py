@@ -217,3 +217,11 @@ def test_branches_grow_from_zero_only_for_identity_initialised_nets_that_leave_i
     stuck = {"models": [{"id": "fixup-56", "dynamics": _dynamics(0.0, 0, 0.0, 0)}]}
     assert not vision.branches_grow_from_zero(stuck).holds
     assert vision.branches_grow_from_zero({"models": results["models"][1:]}) is None
+
+
+def test_short_paths_of_a_dead_network_is_a_measurement_not_a_crash():
+    """A net through which no gradient passes (every path 0) has no path lengths to report."""
+    dead = {"models": [{"id": "preact-zero-nonorm-56", "variant": "preact-zero-nonorm", "depth": 56,
+                        "ensemble": {"paths": {"lengths": list(range(28)), "gradient_share": [0.0] * 28}}}]}
+    found = vision.short_paths(dead, "preact-zero-nonorm")
+    assert found.holds is None and "a dead network" in found.text

@@ -209,6 +209,11 @@ def short_paths(results, variant="residual"):
     lengths = np.asarray(paths["lengths"], dtype=float)
     share = np.asarray(paths["gradient_share"], dtype=float)
     n = int(lengths[-1])
+    if not np.all(np.isfinite(share)) or share.sum() <= 0:
+        return Finding(
+            f"Which paths carry the gradient ({entry['id']})", None,
+            f"no gradient reached the first block's input through any of its paths (the {n} blocks pass "
+            "nothing back: a dead network), so no path length carries it.")
     weighted = float((lengths * share).sum())
     cumulative = np.cumsum(share)
     low, high = int(lengths[np.searchsorted(cumulative, 0.05)]), int(lengths[np.searchsorted(cumulative, 0.95)])
@@ -281,7 +286,7 @@ def without_normalisation(results):
     entries = {m["variant"]: m for m in entries if m["depth"] == deep}
     if not any(EXPECTED_WITHOUT_NORM[v] for v in entries) or all(EXPECTED_WITHOUT_NORM[v] for v in entries):
         return None  # the claim compares nets that should train with nets that should not
-    margins, parts = [], []
+    margins, parts, against = [], [], []
     for variant, entry in entries.items():
         said, times = _outcome(entry)
         parts.append(f"{entry['id']} {said}")
@@ -289,6 +294,8 @@ def without_normalisation(results):
             margins.append(times - TRAINS_FROM if math.isfinite(times) else -math.inf)
         else:
             margins.append(STUCK_BELOW - times if math.isfinite(times) else math.inf)
+        if margins[-1] <= 0:
+            against.append(f"{entry['id']} (expected to {'train' if EXPECTED_WITHOUT_NORM[variant] else 'fail'})")
     reference = next((m for m in results.get("models", []) if m.get("variant") == "residual"
                       and m["depth"] == deep and m.get("train_error") is not None), None)
     if reference is not None:
@@ -299,8 +306,8 @@ def without_normalisation(results):
         f"Without normalisation at {deep} layers", holds,
         "; ".join(parts) + ". " + (
             "The He-initialised stacks fail, the nets whose branches start at 0 train." if holds else
-            "Not every He-initialised stack failed while every identity-initialised net trained "
-            f"(trains: accuracy at least {TRAINS_FROM:g} x chance; at chance: below {STUCK_BELOW:g} x)."),
+            f"Against the claim: {', '.join(against)} (trains: training accuracy at least {TRAINS_FROM:g} x "
+            f"chance; stuck: below {STUCK_BELOW:g} x)."),
         margin=margin,
     )
 
@@ -328,12 +335,15 @@ def branches_grow_from_zero(results):
     contrast = "".join(f"; {entry['id']} starts at branch ratio {scientific(first['branch_ratio'])}, rank "
                        f"{first.get('delta_rank') or 0:.0f}" for entry, first, _ in others)
     holds = margin > 0
+    stayed = [entry["id"] + (" (its branches stayed at 0)" if not last.get("branch_ratio") else
+                             " (its branches left 0, but x_L - x_0 fell back to rank 0: the stream died)")
+              for entry, _, last in starting if not (last.get("branch_ratio") and last.get("delta_rank"))]
     return Finding(
         "Branches grow from 0", holds,
         "; ".join(grown(*item) for item in starting) + contrast + ". " + (
             "Each identity-initialised net starts as its shortcut path (x_L - x_0 = 0, rank 0) and its "
             "branches become non-trivial as it trains." if holds else
-            "Not every identity-initialised net's branches left 0 here."),
+            f"Against the claim: {', '.join(stayed)}."),
         margin=margin,
     )
 
