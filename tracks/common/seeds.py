@@ -51,7 +51,7 @@ def seed_directory(run, seed):
     return run.path / f"seed-{seed}"
 
 
-def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed, refuse_other_data, log):
+def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed, log):
     """Trains `config` once per seed in `run`'s seed-N/ directories; returns [(seed, RunDirectory)].
 
     Args:
@@ -61,9 +61,9 @@ def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed
         load_data: callable(config) -> data, for the other seeds.
         fingerprint: callable(data) -> dict identifying the data.
         train_one_seed: callable(config, run, data): the track's training of one run.
-        refuse_other_data: callable(run, recorded, actual) raising when a
-            resumed seed's data differ from those it was trained on.
     """
+    from tracks.common.cli import refuse_other_data
+
     done = []
     for index, seed in enumerate(config.seeds):
         seed_config = dataclasses.replace(config, seed=seed, seeds=())
@@ -82,6 +82,24 @@ def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed
         train_one_seed(seed_config, child, seed_data)
         done.append((seed, child))
     return done
+
+
+def train(config, run, data, *, train_one_run, load_data, fingerprint, report, plot_banner, log):
+    """A track's training command: one run, or with `--seeds` one run per seed and then the spread.
+
+    Args:
+        train_one_run: callable(config, run, data): the track's training of one run.
+        load_data, fingerprint: as for `train_each_seed`.
+        report: the track's report module (`write_seeds_report`, `seeds_terminal_ending`).
+        plot_banner: callable(data) -> the figures' data warning or None.
+    """
+    if not config.seeds:
+        return train_one_run(config, run, data)
+    seed_runs = train_each_seed(run, config, data, load_data=load_data, fingerprint=fingerprint,
+                                train_one_seed=train_one_run, log=log)
+    results = report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=plot_banner(data))
+    log(report.seeds_terminal_ending(run, results))
+    return None
 
 
 def mean_std(values):
@@ -258,5 +276,5 @@ def write_seeds_summary(run, *, title, banner, description, table, combined, fig
 
 
 __all__ = ["SEED_RULE", "aggregate_models", "band_series", "check_seeds", "combine_findings",
-           "combined_finding_lines", "mean_curve", "mean_std", "seed_directory", "spread_cell",
+           "combined_finding_lines", "mean_curve", "mean_std", "seed_directory", "spread_cell", "train",
            "train_each_seed", "write_seeds_results", "write_seeds_summary"]

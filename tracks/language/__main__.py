@@ -80,21 +80,11 @@ def prepare(args):
 
 def train(config, run, data):
     """Trains a prepared run (once per seed with --seeds), then writes its report."""
-    if config.seeds:
-        return train_seeds(config, run, data)
-    return train_one_run(config, run, data)
-
-
-def train_seeds(config, run, data):
-    """--seeds: each seed's run in seed-N/, then the mean +- std report at the top of the run."""
-    from tracks.common.cli import refuse_other_data
-    from tracks.common.seeds import train_each_seed
+    from tracks.common import seeds
     from tracks.language.data import fingerprint
 
-    seed_runs = train_each_seed(run, config, data, load_data=load_data, fingerprint=fingerprint,
-                                train_one_seed=train_one_run, refuse_other_data=refuse_other_data, log=log)
-    results = report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=plot_banner(data))
-    log(report.seeds_terminal_ending(run, results))
+    return seeds.train(config, run, data, train_one_run=train_one_run, load_data=load_data,
+                       fingerprint=fingerprint, report=report, plot_banner=plot_banner, log=log)
 
 
 def train_one_run(config, run, data):
