@@ -91,7 +91,7 @@ def _vision_setup(name, args):
     import dataclasses
 
     from tracks.vision import experiment
-    from tracks.vision.data import load_vision_data, make_datasets
+    from tracks.vision.data import load_vision_data, training_epochs
     from tracks.vision.presets import PRESETS
 
     depth, variant = (20, "projection") if name == "resnet20" else (56, "residual")
@@ -99,7 +99,7 @@ def _vision_setup(name, args):
                                  batch_size=128, xla=args.xla, precision=args.precision,
                                  **_spe(args))
     data = load_vision_data("synthetic", seed=0, log=lambda message: None)
-    train_ds, _, _ = make_datasets(data, config.batch_size, augment=True, seed=0)
+    train_ds = training_epochs(data, config.batch_size, augment=True, seed=0)(0)  # epoch 0, as the track
     spec = experiment.VisionSpec(variant, depth)
 
     def build(runtime):

@@ -13,7 +13,7 @@ from typing import Optional
 import keras
 from keras import layers
 
-from residual_keras._checks import (
+from residual_keras.checks import (
     check_choice,
     check_data_format,
     check_image_input,

@@ -8,7 +8,8 @@ follows the owning block's `data_format`, `dtype_policy`,
 
 from keras import layers
 
-from residual_keras._checks import channel_axis
+from residual_keras.batchnorm import BatchNormalization
+from residual_keras.checks import channel_axis
 
 
 def conv2d(owner, name, filters, kernel_size, strides, input_shape, initializer, use_bias=False):
@@ -33,8 +34,11 @@ def conv2d(owner, name, filters, kernel_size, strides, input_shape, initializer,
 
 
 def batch_norm(owner, name, input_shape, gamma_initializer="ones"):
-    """A built `BatchNormalization` over `owner`'s channel axis, with its momentum and epsilon."""
-    norm = layers.BatchNormalization(
+    """A built `BatchNormalization` over `owner`'s channel axis, with its momentum and epsilon.
+
+    The library's own (residual_keras/batchnorm.py): Keras' layer, with
+    TensorFlow's fused kernel on the TensorFlow backend."""
+    norm = BatchNormalization(
         axis=channel_axis(owner.data_format),
         momentum=owner.norm_momentum,
         epsilon=owner.norm_epsilon,

@@ -1,32 +1,29 @@
-"""TransformerBlock's arguments: keras-hub's aliases, the deprecated spelling, positional traps, in one place.
+"""TransformerBlock's arguments: keras-hub's aliases and positional traps, in one place.
 
 `transformer_lm` (models.py) and `TransformerBlock` (transformer.py) take the
-same `residual`, `rezero` and `norm_position`; both resolve them here, so a
-deprecated spelling warns the same way from either.
+same `residual`, `rezero` and `norm_position`; both check them here, so a bad
+value is refused with the same message from either.
 """
 
-import warnings
-
-from residual_keras._checks import check_choice
+from residual_keras.checks import check_choice
 
 NORM_POSITIONS = ("pre", "post")
 
 
 def check_residual(residual):
-    """Raises `ValueError` unless `residual` is True, False or (deprecated) "rezero"."""
+    """Raises `ValueError` unless `residual` is True or False (ReZero is `rezero=True`)."""
     # `1 in (True, False)` is True in Python: compare by identity for the bools.
-    if residual is True or residual is False or residual == "rezero":
+    if residual is True or residual is False:
         return residual
-    raise ValueError(f"Unknown residual={residual!r}. Accepted: True, False.")
+    hint = ""
+    if isinstance(residual, str) and residual.lower() == "rezero":
+        hint = " For ReZero pass rezero=True (with residual=True, the default)."
+    raise ValueError(f"Unknown residual={residual!r}. Accepted: True, False.{hint}")
 
 
-def resolve_residual(residual, rezero, stacklevel=3):
-    """(residual, rezero) as two bools; `residual="rezero"` (deprecated) means `rezero=True`."""
+def resolve_residual(residual, rezero):
+    """(residual, rezero) as two bools; `ValueError` for any other `residual`, or ReZero without a residual."""
     check_residual(residual)
-    if residual == "rezero":
-        warnings.warn('residual="rezero" is deprecated: use rezero=True.', DeprecationWarning,
-                      stacklevel=stacklevel)
-        residual, rezero = True, True
     if rezero and residual is False:
         raise ValueError("rezero=True needs residual=True: ReZero is x + alpha * F(x).")
     return residual, bool(rezero)

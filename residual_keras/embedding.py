@@ -11,7 +11,7 @@ from typing import Optional
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike
 

@@ -28,7 +28,7 @@ from typing import Optional
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import (
+from residual_keras.checks import (
     check_bool,
     check_data_format,
     check_image_input,

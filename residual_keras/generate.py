@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 import keras
 import numpy as np
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras.diagnostics._blocks import all_layers
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.embedding import TokenAndPositionEmbedding

@@ -19,9 +19,10 @@ from typing import Callable, Optional, Union
 import keras
 from keras import layers
 
-from residual_keras._checks import check_choice, check_positive_int
+from residual_keras.checks import check_choice, check_positive_int
 from residual_keras._transformer_args import NORM_POSITIONS, resolve_residual
 from residual_keras.attention import check_heads
+from residual_keras.batchnorm import BatchNormalization
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.preact_blocks import PreActBasicBlock
@@ -202,7 +203,7 @@ def cifar_resnet(
     if fixup:
         x = ScalarBias(0.1, name="stem_bias")(x)
     elif normalised and not preact:
-        x = layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
+        x = BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
     if not preact:  # a pre-activation block starts with its own (BN-)ReLU
         x = layers.ReLU(name="stem_relu")(x)
 
@@ -214,7 +215,7 @@ def cifar_resnet(
 
     if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
         if normalised:
-            x = layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
+            x = BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
         x = layers.ReLU(name="final_relu")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if fixup:
@@ -295,8 +296,7 @@ def transformer_lm(
         intermediate_dim: int or None. Feed-forward hidden width; default
             4 * embed_dim.
         norm_position: "pre" or "post". Default "pre".
-        residual: bool. False builds the plain twin. Default True. (The old
-            `residual="rezero"` means `rezero=True`, with a DeprecationWarning.)
+        residual: bool. False builds the plain twin. Default True.
         rezero: bool. ReZero blocks `x + alpha F(x)`, no LayerNorm. Default False.
         dropout: float in [0, 1). Embedding, attention and residual dropout.
             Default 0.

@@ -53,7 +53,7 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from residual_keras._checks import check_bool
+from residual_keras.checks import check_bool
 from residual_keras._types import Activation, ArrayLike
 
 

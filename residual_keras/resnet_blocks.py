@@ -30,7 +30,7 @@ shortcut follow it).
 import keras
 import numpy as np
 
-from residual_keras._checks import check_bool, check_positive_int
+from residual_keras.checks import check_bool, check_positive_int
 from residual_keras._conv_block import ConvBlockBase
 from residual_keras._types import IntOrPair
 

@@ -17,7 +17,7 @@ from typing import Optional
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import (
+from residual_keras.checks import (
     channel_axis,
     check_choice,
     check_data_format,

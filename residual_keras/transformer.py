@@ -41,7 +41,7 @@ from typing import Optional, Union
 import keras
 from keras import layers, ops
 
-from residual_keras._checks import check_bool, check_positive_int
+from residual_keras.checks import check_bool, check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._transformer_args import refuse_positional, resolve_norm_position, resolve_residual
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
@@ -105,7 +105,7 @@ class TransformerBlock(layers.Layer):
         normalize_first: bool or None. keras-hub's name for the same switch:
             True is "pre", False is "post". Default None (use norm_position).
         residual: bool. Add the input back (True) or the plain twin (False).
-            Default True. (The old `residual="rezero"` means `rezero=True`.)
+            Default True.
         rezero: bool. `x + alpha * F(x)`, no LayerNorm. Default False.
         dropout: float in [0, 1). Attention and residual dropout rate.
             Default 0.

@@ -19,11 +19,12 @@ PUBLIC = [getattr(module, name) for module in (rk, rk.plots) for name in module.
 
 
 def _own_functions(obj):
-    """A function itself, or every `__init__` a public class defines or inherits from this package."""
+    """A function itself, or every `__init__` / `__new__` a public class defines or inherits from this package."""
     if inspect.isfunction(obj):
         return [obj]
-    return [cls.__init__ for cls in obj.__mro__
-            if "__init__" in vars(cls) and cls.__module__.startswith("residual_keras")]
+    return [getattr(vars(cls)[name], "__func__", vars(cls)[name])  # __new__ is a staticmethod
+            for cls in obj.__mro__ for name in ("__init__", "__new__")
+            if name in vars(cls) and cls.__module__.startswith("residual_keras")]
 
 
 @pytest.mark.parametrize("obj", PUBLIC, ids=lambda obj: obj.__name__)
@@ -34,6 +35,6 @@ def test_every_parameter_and_return_is_annotated(obj):
         hints = typing.get_type_hints(function)  # also fails on a name that does not resolve
         parameters = inspect.signature(function).parameters.values()
         missing = [p.name for p in parameters
-                   if p.name not in ("self", "args", "kwargs") and p.name not in hints]
+                   if p.name not in ("self", "cls", "args", "kwargs") and p.name not in hints]
         assert not missing, f"{function.__qualname__}: no annotation for {missing}"
         assert "return" in hints, f"{function.__qualname__}: no return annotation"

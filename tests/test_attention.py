@@ -25,8 +25,10 @@ def test_argument_order_traps_are_refused():
     # keras-hub's order given by name: 64 heads of size 1 is refused when built.
     with pytest.raises(ValueError, match="heads of size 1.*keras-hub's positional order"):
         TransformerBlock(num_heads=64, intermediate_dim=4)(np.zeros((1, 3, 64), "float32"))
-    with pytest.warns(DeprecationWarning, match="rezero=True"):
-        assert TransformerBlock(num_heads=4, residual="rezero").rezero
+    # ReZero is rezero=True; residual is a bool, and a string is refused with the spelling to use.
+    with pytest.raises(ValueError, match=r"residual='rezero'.*Accepted: True, False.*pass rezero=True"):
+        TransformerBlock(num_heads=4, residual="rezero")
+    assert TransformerBlock(num_heads=4, rezero=True).rezero
 
 
 def test_normalize_first_is_keras_hubs_name_for_pre_ln():

@@ -385,11 +385,11 @@ def test_make_lm_datasets_rejects_bad_sizes():
         make_lm_datasets(data, 60, 4)
 
 
-def test_names_moved_to_pipeline_still_import_from_data_with_a_warning():
+def test_the_batches_come_from_pipeline_only():
+    """data.py reads and splits texts; the (x, y) batches have one home, pipeline.py (no second path)."""
     from tracks.language import data as language_data
     from tracks.language import pipeline
 
-    with pytest.warns(DeprecationWarning, match="moved to tracks.language.pipeline.make_lm_datasets"):
-        assert language_data.make_lm_datasets is pipeline.make_lm_datasets
-    with pytest.raises(AttributeError):
-        language_data.no_such_name
+    for name in ("make_lm_datasets", "training_windows", "validation_plan", "ValidationPlan"):
+        assert hasattr(pipeline, name)
+        assert not hasattr(language_data, name)

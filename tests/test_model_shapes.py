@@ -221,7 +221,7 @@ def test_subclassed_blocks_are_ordered_as_the_forward_pass_calls_them():
     model = Shuffled(name="shuffled")
     x = images()[..., :1].repeat(4, axis=-1)
     model(x)
-    assert [block.name for block in d.find_blocks(model)] == ["late", "early"]  # Keras' order
+    assert list(d.blocks(model)) == ["late", "early"]  # Keras' order
     assert d.gradient_norms(model, x, labels())["names"] == ["early", "late"]  # the forward pass's
     x = images()
     skipping = Skipping(name="skipping")

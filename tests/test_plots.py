@@ -158,10 +158,10 @@ def test_labels_must_match_results():
 
 def test_curves_follow_the_convention_and_keep_bold_lines_solid_beside_dashed_ones(tmp_path):
     panels = [
-        ("plain", [{"label": "plain-8", "legend": "8 layers", "x": [1, 2], "y": [50, 40], "dashed": [55, 45]},
-                   {"label": "plain-32", "legend": "32 layers", "x": [1, 2], "y": [60, 58], "dashed": [61, 59]}]),
-        ("residual", [{"label": "residual-8", "legend": "8 layers", "x": [1, 2], "y": [50, 41]},
-                      {"label": "residual-32", "legend": "32 layers", "x": [1, 2], "y": [52, 38]}]),
+        ("plain", [{"label": plots.Label("plain-8", "plain", 8), "legend": "8 layers", "x": [1, 2], "y": [50, 40], "dashed": [55, 45]},
+                   {"label": plots.Label("plain-32", "plain", 32), "legend": "32 layers", "x": [1, 2], "y": [60, 58], "dashed": [61, 59]}]),
+        ("residual", [{"label": plots.Label("residual-8", "residual", 8), "legend": "8 layers", "x": [1, 2], "y": [50, 41]},
+                      {"label": plots.Label("residual-32", "residual", 32), "legend": "32 layers", "x": [1, 2], "y": [52, 38]}]),
     ]
     figure = plots.curves(panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=tmp_path / "c.png")
     left, right = figure.axes
@@ -173,10 +173,21 @@ def test_curves_follow_the_convention_and_keep_bold_lines_solid_beside_dashed_on
     assert saved_png(tmp_path / "c.png")
 
 
-def test_series_styles_colour_by_depth_and_style_by_variant_including_warmup():
-    styles = plots.series_styles(["pre-6-warmup0", "pre-6-warmup100", "post-6-warmup0", "pre-12-warmup0"])
+def test_series_styles_colour_by_depth_and_style_by_variant_as_the_labels_say():
+    labels = [plots.Label("a", "pre", 6), plots.Label("b", "pre warm-up 100", 6), plots.Label("c", "post", 6),
+              plots.Label("d", "pre", 12)]
+    styles = plots.series_styles(labels)
     assert styles[0]["color"] == styles[1]["color"] == styles[2]["color"] != styles[3]["color"]
     assert styles[0]["linestyle"] != styles[1]["linestyle"]  # a run with warm-up is styled apart
     assert styles[0]["marker"] != styles[2]["marker"]  # another variant
+    assert styles[0] == {**styles[3], "color": styles[0]["color"]}  # one variant, one line style
+    assert labels[0] == "a" and f"{labels[1]}" == "b"  # a Label is the legend's text
+
+
+def test_series_styles_never_parse_a_label_text():
+    # Ids that look like the tracks' ("plain-20") are still plain strings: one colour each, solid.
+    styles = plots.series_styles(["plain-20", "plain-56", "residual-20"])
+    assert len({style["color"] for style in styles}) == 3
+    assert {style["linestyle"] for style in styles} == {"-"}
     odd = plots.series_styles(["alpha = 0.1", "alpha = 0.5"])
     assert odd[0]["color"] != odd[1]["color"]

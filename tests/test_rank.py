@@ -6,7 +6,7 @@ import pytest
 import keras
 from keras import layers
 from residual_keras import Residual, cifar_resnet, transformer_lm
-from residual_keras.diagnostics import TrainingDynamics, read_rows, stream_delta_rank
+from residual_keras.diagnostics import TrainingDynamics, stream_delta_rank
 from residual_keras.diagnostics.rank import effective_rank
 
 TOKENS = np.random.default_rng(0).integers(0, 30, size=(8, 16))
@@ -130,7 +130,7 @@ def test_training_dynamics_records_the_rank_rising_from_0(tmp_path):
     labels = np.random.default_rng(3).integers(0, 3, size=len(VECTORS))
     dynamics = TrainingDynamics(VECTORS, labels, path=tmp_path / "dynamics.csv")
     model.fit(VECTORS, labels, epochs=3, batch_size=16, verbose=0, callbacks=[dynamics])
-    rows = read_rows(tmp_path / "dynamics.csv")
+    rows = TrainingDynamics.read_csv(tmp_path / "dynamics.csv")
     first = [row for row in rows if row["epoch"] == 0]
     last = [row for row in rows if row["epoch"] == 3]
     assert all(row["delta_rank"] == 0 and row["delta_size"] == 0 for row in first)

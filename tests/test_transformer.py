@@ -128,7 +128,7 @@ def test_pre_ln_output_keeps_the_streams_scale():
 
 @pytest.mark.parametrize("training", [False, True])
 def test_rezero_block_is_exactly_the_identity_at_init(training):
-    block = _built(residual="rezero", dropout=0.2)
+    block = _built(rezero=True, dropout=0.2)
     assert float(block.rezero_alpha) == 0.0
     assert block.attention_norm is None and block.feedforward_norm is None
     assert not any("norm" in w.path for w in block.weights)

@@ -29,11 +29,11 @@ def _lm(**kwargs):
     return transformer_lm(20, 16, 4, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"residual": "rezero"}, {"init": "xavier"}],
+@pytest.mark.parametrize("kwargs", [{}, {"rezero": True}, {"init": "xavier"}],
                          ids=["pre-LN", "rezero", "pre-LN-xavier"])
 def test_pre_ln_stream_is_the_embedding_plus_every_sublayer_output(kwargs):
     model = _lm(**kwargs)
-    if kwargs.get("residual") == "rezero":  # alphas start at 0: give the sublayers a say
+    if kwargs.get("rezero"):  # alphas start at 0: give the sublayers a say
         for index in range(1, 5):
             model.get_layer(f"block{index}").rezero_alpha.assign(5.0)
     result = stream_decomposition(model, X)
@@ -60,7 +60,7 @@ def test_logit_lens_ends_at_the_models_own_loss_and_starts_at_the_embeddings():
 
 
 def test_removing_a_rezero_sublayer_at_initialisation_changes_nothing():
-    rezero = lesion_sublayers(_lm(residual="rezero"), (X, Y), batch_size=4)
+    rezero = lesion_sublayers(_lm(rezero=True), (X, Y), batch_size=4)
     np.testing.assert_allclose(rezero["attention"] + rezero["feedforward"], rezero["intact"], rtol=1e-6)
     # Guard: in a Pre-LN model at initialisation every sublayer moves the loss a little.
     pre = lesion_sublayers(_lm(init="xavier"), (X, Y), batch_size=4)
@@ -129,7 +129,7 @@ def _tiny_lm(**kwargs):
 
 
 def test_rezero_lm_starts_as_the_identity():
-    model = _tiny_lm(residual="rezero")
+    model = _tiny_lm(rezero=True)
     jacobian = jacobian_norm(model, SHORT_TOKENS)
     assert jacobian["names"] == ["block1", "block2", "block3"]
     np.testing.assert_allclose(jacobian["total"], 1.0, atol=1e-4)
@@ -151,14 +151,14 @@ def test_rezero_lm_starts_as_the_identity():
         {"norm_position": "post"},
         {"norm_position": "pre", "residual": False},
         {"norm_position": "post", "residual": False},
-        {"residual": "rezero"},
+        {"rezero": True},
     ],
     ids=["pre", "post", "plain_pre", "plain_post", "rezero"],
 )
 def test_stream_contributions_match_hand_computed_ratios(kwargs):
     model = _tiny_lm(**kwargs)
     block = model.get_layer("block2")
-    if kwargs.get("residual") == "rezero":
+    if kwargs.get("rezero"):
         block.rezero_alpha.assign(0.5)  # else every contribution is 0
     result = stream_contributions(model, SHORT_TOKENS)
     assert result["attention"].shape == result["feedforward"].shape == (3, 3)
@@ -189,14 +189,14 @@ def test_stream_contributions_match_hand_computed_ratios(kwargs):
     np.testing.assert_allclose(
         result["feedforward"][1], norms(m) / norms(stream), rtol=1e-5
     )
-    if kwargs.get("residual") == "rezero":  # only block2's alpha is nonzero
+    if kwargs.get("rezero"):  # only block2's alpha is nonzero
         np.testing.assert_array_equal(result["attention"][[0, 2]], 0.0)
         np.testing.assert_array_equal(result["feedforward"][[0, 2]], 0.0)
     assert np.all(result["attention"][1] > 0) and np.all(result["feedforward"][1] > 0)
 
 
 def test_rezero_contribution_is_linear_in_alpha():
-    model = _tiny_lm(residual="rezero")
+    model = _tiny_lm(rezero=True)
     block = model.get_layer("block1")
     block.rezero_alpha.assign(0.25)
     quarter = stream_contributions(model, SHORT_TOKENS)["attention"][0]

@@ -51,7 +51,7 @@ def test_logits_shape_for_any_length_up_to_sequence_length():
         ({"residual": False}, "plain_lm_pre", True),
         ({"norm_position": "post"}, "transformer_lm_post", False),
         ({"norm_position": "post", "residual": False}, "plain_lm_post", False),
-        ({"residual": "rezero"}, "rezero_lm", False),
+        ({"rezero": True}, "rezero_lm", False),
     ],
 )
 def test_final_norm_policy_and_names(kwargs, name, has_final_norm):
@@ -59,7 +59,7 @@ def test_final_norm_policy_and_names(kwargs, name, has_final_norm):
     assert model.name == name
     names = [layer.name for layer in model.layers]
     assert ("final_norm" in names) == has_final_norm
-    if kwargs.get("residual") == "rezero":
+    if kwargs.get("rezero"):
         assert not any("norm" in w.path for w in model.weights)
 
 
@@ -159,6 +159,8 @@ def test_bad_model_arguments_name_the_value():
         transformer_lm(65, 64, 2, norm_position="sandwich")
     with pytest.raises(ValueError, match="residual='maybe'.*True, False"):
         transformer_lm(65, 64, 2, residual="maybe")
+    with pytest.raises(ValueError, match="residual='rezero'.*pass rezero=True"):
+        transformer_lm(65, 64, 2, residual="rezero")
     with pytest.raises(ValueError, match="num_layers must be a positive integer, got 0"):
         transformer_lm(65, 64, 0)
     with pytest.raises(ValueError, match="dropout must be in \\[0, 1\\), got -0.1"):

@@ -1,10 +1,15 @@
-"""Tests for tracks/vision/data/pipeline.py: the tf.data batches a vision run trains and tests on."""
+"""Tests for tracks/vision/data/pipeline.py: the tf.data batches a vision run trains and tests on.
+
+The pipelines the track builds (tracks/vision/track.py): `training_epochs`
+(epoch -> that epoch's training batches) and `evaluation_batches` (the
+validation and test images in order).
+"""
 
 import numpy as np
 import pytest
 
 from tracks.vision import data as vision_data
-from tracks.vision.data import VisionData, make_datasets
+from tracks.vision.data import VisionData, evaluation_batches, training_epochs
 
 
 def small_data(count=24, size=8, classes=3, seed=0, validation=False):
@@ -34,8 +39,7 @@ def all_batches(dataset):
 
 def test_train_batches_have_one_shape_and_cover_each_image_once_per_epoch():
     data = small_data(count=26)
-    train, val, test = make_datasets(data, 8, augment=False, seed=0)
-    assert val is None
+    train = training_epochs(data, 8, augment=False, seed=0)(0)
     shapes = [tuple(x.shape) for x, _ in train]
     assert shapes == [(8, 8, 8, 3)] * 3  # 26 // 8 full batches, remainder dropped
     images, labels = all_batches(train)
@@ -49,23 +53,25 @@ def test_train_batches_have_one_shape_and_cover_each_image_once_per_epoch():
 
 def test_each_epoch_is_a_function_of_seed_and_epoch_only(tmp_path):
     data = small_data(count=32)
-    first, _, _ = make_datasets(data, 8, seed=5)
-    second, _, _ = make_datasets(data, 8, seed=5)
+    epochs = training_epochs(data, 8, seed=5)
+    first = epochs(0)
+    second = training_epochs(data, 8, seed=5)(0)  # built again, as another model of the grid
     epoch_1, labels_1 = all_batches(first)
     np.testing.assert_array_equal(all_batches(first)[0], epoch_1)  # iterated again: the same epoch
     np.testing.assert_array_equal(all_batches(second)[0], epoch_1)  # same seed, same epoch
-    epoch_2, _ = all_batches(make_datasets(data, 8, seed=5, epoch=1)[0])
+    np.testing.assert_array_equal(all_batches(epochs(0))[0], epoch_1)  # asked for again
+    epoch_2, _ = all_batches(epochs(1))
     assert not np.array_equal(epoch_1, epoch_2)  # a new order and new crops each epoch
-    epochs = vision_data.training_epochs(data, 8, seed=5)  # what the track uses
-    np.testing.assert_array_equal(all_batches(epochs(1))[0], epoch_2)
-    other, _, _ = make_datasets(data, 8, seed=6)
+    resumed = training_epochs(data, 8, seed=5)  # a run resumed at epoch 1 starts there
+    np.testing.assert_array_equal(all_batches(resumed(1))[0], epoch_2)
+    other = training_epochs(data, 8, seed=6)(0)
     assert not np.array_equal(all_batches(other)[0], epoch_1)
 
 
 def test_augmentation_is_a_zero_padded_crop_and_flip_of_the_same_image():
     data = small_data(count=32, size=8)
-    plain, _, _ = make_datasets(data, 16, augment=False, seed=2, padding=2)
-    augmented, _, _ = make_datasets(data, 16, augment=True, seed=2, padding=2)
+    plain = training_epochs(data, 16, augment=False, seed=2, padding=2)(0)
+    augmented = training_epochs(data, 16, augment=True, seed=2, padding=2)(0)
     originals, labels = all_batches(plain)
     crops, crop_labels = all_batches(augmented)
     np.testing.assert_array_equal(crop_labels, labels)  # same order, same labels
@@ -88,27 +94,30 @@ def test_augmentation_is_a_zero_padded_crop_and_flip_of_the_same_image():
 
 def test_eval_sets_are_in_order_complete_normalised_and_deterministic():
     data = small_data(count=24, validation=True)
-    _, val, test = make_datasets(data, 4)
+    val = evaluation_batches(data, data.x_val, data.y_val, 4)
+    test = evaluation_batches(data, data.x_test, data.y_test, 4)
     images, labels = all_batches(test)
     assert [tuple(x.shape)[0] for x, _ in test] == [4, 4, 2]  # no drop for eval
     np.testing.assert_array_equal(labels, data.y_test)
     np.testing.assert_allclose(images, data.normalize(data.x_test), atol=1e-5)
     np.testing.assert_array_equal(all_batches(test)[0], images)  # deterministic
     np.testing.assert_array_equal(all_batches(val)[1], data.y_val)
-    _, _, dropped = make_datasets(data, 4, eval_drop_remainder=True)
+    dropped = evaluation_batches(data, data.x_test, data.y_test, 4, drop_remainder=True)
     assert len(all_batches(dropped)[1]) == 8
 
 
-def test_make_datasets_rejects_a_batch_larger_than_the_training_set():
+def test_training_epochs_rejects_a_batch_larger_than_the_training_set():
     with pytest.raises(ValueError, match="batch_size 64 is larger than the 24 training images"):
-        make_datasets(small_data(count=24), 64)
+        training_epochs(small_data(count=24), 64)
 
 
 def test_every_pipeline_has_fixed_parallelism_and_no_autotuning():
     # With tf.data's autotuning on, deleting an iterator (Keras does it at the
     # end of every fit and evaluate call) can wait for the autotuner's next
     # wake-up: whole epochs at half speed (tracks/common/input_pipeline.py).
-    train, val, test = make_datasets(small_data(validation=True), 8)
-    epochs = vision_data.training_epochs(small_data(), 8, seed=0)
-    for dataset in (train, val, test, epochs(3)):
+    data = small_data(validation=True)
+    epochs = training_epochs(data, 8, seed=0)
+    val = evaluation_batches(data, data.x_val, data.y_val, 8)
+    test = evaluation_batches(data, data.x_test, data.y_test, 8)
+    for dataset in (epochs(0), val, test, epochs(3)):
         assert dataset.options().autotune.enabled is False

@@ -50,7 +50,8 @@ sub-models, a subclassed model's attributes), ordered as the forward pass
 calls them. The package's blocks (`BasicBlock`, `BottleneckBlock`,
 `PreActBasicBlock`, `FixupBasicBlock`, `TransformerBlock`) implement it, and
 so does `residual_keras.Residual`, which makes any branch a block; a
-student's own layer that implements it gets every instrument. Pass
+student's own layer that implements it gets every instrument.
+`blocks(model)` lists them, by the names the instruments' results use. Pass
 `blocks=[names or layers]` to choose others. The "stream points" are `x_0` =
 the first block's input, `x_l` = block l+1's input (the output of block l
 after any layers in between, such as Dropout) and `x_L` = the last block's
@@ -100,33 +101,32 @@ can store.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `rank`, `landscape`, `scalar_chain`, `calibration`, `dynamics` (during
-training); `_blocks` finds the blocks, `_forward` runs the model with their
+training); `_blocks` finds the blocks (`blocks`), `_forward` runs the model with their
 calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and
 metric, `_state` restores the variables, `_autodiff` differentiates.
 """
 
-from residual_keras.diagnostics._blocks import find_blocks
+from residual_keras.diagnostics._blocks import blocks
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
-from residual_keras.diagnostics.dynamics import TrainingDynamics, read_rows
+from residual_keras.diagnostics.dynamics import TrainingDynamics
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.jacobian import jacobian_norm
 from residual_keras.diagnostics.landscape import loss_landscape
-from residual_keras.diagnostics.lesion import METRICS, delete_blocks, lesion, lesion_sublayers, swap_blocks
+from residual_keras.diagnostics.lesion import delete_blocks, lesion, lesion_sublayers, swap_blocks
 from residual_keras.diagnostics.paths import path_gradients
 from residual_keras.diagnostics.rank import stream_delta_rank
 from residual_keras.diagnostics.scalar_chain import scalar_chain
 from residual_keras.diagnostics.stream import logit_lens, stream_contributions, stream_decomposition
 
 __all__ = [
-    "METRICS",
     "TrainingDynamics",
     "activation_norms",
+    "blocks",
     "calibrate_batchnorm",
     "choose_output",
     "delete_blocks",
-    "find_blocks",
     "gradient_norms",
     "jacobian_norm",
     "lesion",
@@ -134,7 +134,6 @@ __all__ = [
     "logit_lens",
     "loss_landscape",
     "path_gradients",
-    "read_rows",
     "scalar_chain",
     "stream_contributions",
     "stream_decomposition",

@@ -2,11 +2,12 @@
 
 A block is any layer that implements the residual protocol
 (`residual_keras.residual`: a `residual_steps` method), the package's own
-blocks and a student's alike. `find_blocks` walks the model's layers at any
-depth (a block inside a nested `Sequential` stage, a functional sub-model or
-a subclassed model's attributes counts), in the order Keras lists them. The
-instruments then run the whole model (`_forward.Forward`) and order the
-blocks as the forward pass calls them.
+blocks and a student's alike. `outermost_blocks` walks the model's layers at
+any depth (a block inside a nested `Sequential` stage, a functional sub-model
+or a subclassed model's attributes counts), in the order Keras lists them;
+`blocks` (public: `residual_keras.diagnostics.blocks`) names them as the
+instruments' results do. The instruments then run the whole model
+(`_forward.Forward`) and order the blocks as the forward pass calls them.
 """
 
 import keras
@@ -54,7 +55,7 @@ def _is_block(layer):
     return isinstance(layer, keras.layers.Layer) and isinstance(layer, ResidualBlock)
 
 
-def find_blocks(model):
+def outermost_blocks(model):
     """The blocks inside `model` (layers with `residual_steps`), outermost only, in the order Keras lists them.
 
     Blocks inside nested models and stages count. For a functional model
@@ -62,6 +63,53 @@ def find_blocks(model):
     blocks as the forward pass really calls them.
     """
     return [layer for layer, _ in _walk(model, stop_at=_is_block) if _is_block(layer)]
+
+
+def _check_model(model):
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"Expected a keras.Model, got {type(model).__name__}. For a list of "
+            "layers use jacobian_norm(layers, x)."
+        )
+
+
+def blocks(model: keras.Model) -> dict[str, keras.layers.Layer]:
+    """The blocks the instruments measure in `model`, by the names their results give them.
+
+    A block is a layer that implements the residual protocol
+    (`residual_keras.residual`: the package's blocks, `residual_keras.Residual`,
+    or a layer of yours with a `residual_steps()` method), found at any depth:
+    inside nested `Sequential` stages, functional sub-models and a subclassed
+    model's attributes. A block inside another block does not count: the
+    outer one is measured.
+
+    Args:
+        model: a keras.Model (functional, Sequential or subclassed; it need
+            not have been called).
+
+    Returns:
+        A dict from each block's name to the layer, in the order Keras lists
+        the layers (for a functional model, from input to output); empty
+        when no layer of `model` is a block. The names are those of the
+        instruments' results (`names`): the layer's name, or its path
+        `outer/inner` where a name repeats (nested stages); pass them as
+        `blocks=` to measure some of them. The instruments order the blocks
+        as the forward pass calls them, which for a subclassed model may
+        differ from this order. Each block's `residual` attribute, where it
+        has one, says whether it adds its input back (False: a plain twin).
+
+    Example:
+        >>> from residual_keras import cifar_resnet
+        >>> found = blocks(cifar_resnet(20))
+        >>> len(found)
+        9
+        >>> all(block.residual for block in found.values())
+        True
+    """
+    _check_model(model)
+    found = outermost_blocks(model)
+    paths = {id(layer): path for layer, path in _walk(model)}
+    return dict(zip(_block_names([paths[id(block)] for block in found]), found))
 
 
 def _block_names(paths):
@@ -74,7 +122,7 @@ def _block_names(paths):
 
 
 def resolve_blocks(model, blocks=None):
-    """(blocks, names): the blocks of `model` (see `find_blocks`), or the layers `blocks` names.
+    """(blocks, names): the blocks of `model` (those of `blocks(model)`), or the layers the argument `blocks` names.
 
     Args:
         model: a keras.Model.
@@ -82,15 +130,11 @@ def resolve_blocks(model, blocks=None):
             (a nested block by its name, or by `outer/inner` where its name
             is not unique).
     """
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"Expected a keras.Model, got {type(model).__name__}. For a list of "
-            "layers use jacobian_norm(layers, x)."
-        )
+    _check_model(model)
     walked = list(_walk(model))
     paths = {id(layer): path for layer, path in walked}
     if blocks is None:
-        found = find_blocks(model)
+        found = outermost_blocks(model)
         if not found:
             raise ValueError(
                 f"Model {model.name!r} has no blocks: no layer implements the residual protocol "

@@ -64,7 +64,8 @@ class Forward:
     Args:
         model: a keras.Model (functional, Sequential or subclassed).
         blocks: None (every layer that implements the residual protocol,
-            see `find_blocks`) or a list of layers or layer names.
+            see `residual_keras.diagnostics.blocks`) or a list of layers or
+            layer names.
 
     After the first `run`, `blocks` and `names` are in the order the
     forward pass calls the blocks.

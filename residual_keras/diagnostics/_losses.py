@@ -64,10 +64,19 @@ def _listing(names, sequence):
 
 
 def choose_output(model, outputs, output_index=None):
-    """(the output the loss reads, its position (None: the only output), number of outputs).
+    """The output of `model` the instruments' loss reads, chosen as they choose it.
 
-    `output_index` is a position in `ordered_outputs`' order or an output's
-    name (a dict key, or a name in `model.output_names`).
+    Args:
+        model: the keras.Model that returned `outputs`.
+        outputs: what `model(x)` returned: one tensor, a list or a dict.
+        output_index: None (the only output, or the one output `model.compile`
+            gave a loss to), a position (in the order of `model.output_names`
+            for a list, of the sorted keys for a dict) or an output's name.
+
+    Returns:
+        (the chosen output, its position (None where `outputs` is one
+        tensor), the number of outputs). `ValueError` where the choice is
+        ambiguous or names no output.
     """
     names, sequence = ordered_outputs(model, outputs)
     if not isinstance(outputs, (dict, list, tuple)):

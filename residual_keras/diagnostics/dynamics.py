@@ -29,6 +29,7 @@ callback reads them through the residual protocol.
 Rows are kept in `rows` (dicts, one per block and record) and, with `path`,
 written to a CSV file after every record; a resumed fit drops the rows of
 epochs it will train again, so the file never holds an epoch twice.
+`TrainingDynamics.read_csv(path)` reads such a file back as the same rows.
 """
 
 import csv
@@ -68,7 +69,8 @@ class TrainingDynamics(keras.callbacks.Callback):
     Args:
         x: a fixed batch of model inputs.
         y: its targets (labels, next tokens), or None for random labels.
-        path: optional CSV file the rows are written to after every record.
+        path: optional CSV file the rows are written to after every record
+            (`TrainingDynamics.read_csv(path)` reads them back).
         every: int. Record every `every` epochs (and at the start). Default 1.
         loss: the loss of the gradient gain: None (the loss of
             `model.compile`, else the cross-entropy that fits the output), a
@@ -84,6 +86,7 @@ class TrainingDynamics(keras.callbacks.Callback):
         >>> model.fit(dataset, epochs=10, callbacks=[dynamics])  # doctest: +SKIP
         >>> first = dynamics.rows[0]  # doctest: +SKIP
         >>> first.get("gradient_gain")  # doctest: +SKIP
+        >>> rows = TrainingDynamics.read_csv("run/dynamics.csv")  # what path= wrote  # doctest: +SKIP
     """
 
     def __init__(
@@ -176,9 +179,32 @@ class TrainingDynamics(keras.callbacks.Callback):
                              for row in self.rows)
         temporary.replace(self.path)
 
+    @staticmethod
+    def read_csv(path: Union[str, os.PathLike]) -> list[dict[str, Optional[float]]]:
+        """The rows a `TrainingDynamics(path=...)` wrote to the CSV file `path`, as in `rows`.
+
+        Each row is a dict with "epoch" and "block" (ints), "name" (the
+        block's name) and the measurements (floats, None where the file has
+        no value, as `branch_ratio` for a plain block). An empty list when
+        the file does not exist (nothing recorded yet).
+        """
+        path = pathlib.Path(path)
+        if not path.exists():
+            return []
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        parsed = []
+        for row in rows:
+            entry = {"name": row["name"], "epoch": int(row["epoch"]), "block": int(row["block"])}
+            for key in FIELDS[3:]:
+                value = row.get(key) or ""  # files written before a column existed lack it
+                entry[key] = None if value == "" else float(value)
+            parsed.append(entry)
+        return parsed
+
     def on_epoch_begin(self, epoch, logs=None):
         if self._before is None:  # the first epoch of this fit, fresh or resumed
-            previous = [] if self.path is None else read_rows(self.path)
+            previous = [] if self.path is None else self.read_csv(self.path)
             self.rows = [row for row in previous if row["epoch"] < epoch + 1]
             if not self.rows:
                 self._record(0)  # epoch 0 = before any training
@@ -188,20 +214,3 @@ class TrainingDynamics(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every == 0:
             self._record(epoch + 1)
-
-
-def read_rows(path: Union[str, os.PathLike]) -> list[dict[str, Optional[float]]]:
-    """The rows a `TrainingDynamics` wrote to `path` (numbers as floats, None where empty)."""
-    path = pathlib.Path(path)
-    if not path.exists():
-        return []
-    with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    parsed = []
-    for row in rows:
-        entry = {"name": row["name"], "epoch": int(row["epoch"]), "block": int(row["block"])}
-        for key in FIELDS[3:]:
-            value = row.get(key) or ""  # files written before a column existed lack it
-            entry[key] = None if value == "" else float(value)
-        parsed.append(entry)
-    return parsed

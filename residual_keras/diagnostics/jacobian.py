@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _autodiff, _inputs
 from residual_keras.diagnostics._blocks import _call, steps_at

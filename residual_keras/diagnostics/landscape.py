@@ -36,7 +36,7 @@ from typing import Optional
 import keras
 import numpy as np
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, Batches, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _inputs, _losses
 from residual_keras.diagnostics._state import leaves_model_unchanged

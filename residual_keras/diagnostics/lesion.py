@@ -35,12 +35,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras._types import Batches, BlockNames, MetricLike, Results
 from residual_keras._types import ArrayLike
 from residual_keras.diagnostics import _inputs, _losses
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._losses import METRICS  # noqa: F401  (re-exported)
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
 from residual_keras.residual import _apply, lesioned, residual_steps

@@ -6,7 +6,7 @@ from numbers import Rational, Real
 
 import numpy as np
 
-from residual_keras._checks import check_positive_int
+from residual_keras.checks import check_positive_int
 from residual_keras._types import Results
 
 

@@ -19,14 +19,16 @@ size (`activation_growth`, on request), `alpha^L` and `(1 + alpha)^L` for
 the scalar chain (`scalar_chain`).
 
 Every figure follows one convention (`series_styles`): colour = depth,
-line style and marker = variant, one palette (`PALETTE`).
+line style and marker = variant, one palette (`PALETTE`). A label says its
+variant and depth explicitly (`Label("plain-20", "plain", 20)`); plain
+strings get one colour each.
 
 One module per kind of figure: `gradients`, `jacobian`, `activations`,
 `lesions`, `transformer`, `dynamics`, `landscape`, `training` (learning curves); `_style` holds the palette, the
 convention and the figure helpers.
 """
 
-from residual_keras.plots._style import PALETTE, VARIANT_STYLES, series_styles
+from residual_keras.plots._style import PALETTE, VARIANT_STYLES, Label, series_styles
 from residual_keras.plots.activations import activation_growth
 from residual_keras.plots.dynamics import dynamics
 from residual_keras.plots.gradients import gradient_flow, layer_gradients, scalar_chain
@@ -37,6 +39,7 @@ from residual_keras.plots.training import curves
 from residual_keras.plots.transformer import logit_lens, stream, sublayer_lesions
 
 __all__ = [
+    "Label",
     "PALETTE",
     "VARIANT_STYLES",
     "activation_growth",

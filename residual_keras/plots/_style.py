@@ -2,7 +2,7 @@
 
 import os
 import textwrap
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -44,43 +44,45 @@ def _labels(results, labels):
 def _color(index):
     return PALETTE[index % len(PALETTE)]
 
-def _split_label(label):
-    """("plain", 44) for "plain-44"; ("pre warm-up 100", 6) for "pre-6-warmup100" (the tracks' ids), else None.
+class Label(str):
+    """A series' label that also says its variant and depth: `Label("plain-20", "plain", 20)`.
 
-    A run with warm-up counts as a variant of its own (its own line style);
-    "warmup0" is the run without.
+    It is the string shown in the legend; `series_styles` reads `variant` and
+    `depth` from it to style the series by the figures' convention
+    (colour = depth, line style and marker = variant). A plain string is a
+    series of its own (one colour each).
     """
-    parts = str(label).split("-")
-    warmup = ""
-    if len(parts) >= 3 and parts[-1].startswith("warmup"):
-        steps = parts[-1][len("warmup"):]
-        warmup = "" if steps in ("", "0") else f" warm-up {steps}"
-        parts = parts[:-1]
-    if len(parts) >= 2 and parts[-1].isdigit():
-        return "-".join(parts[:-1]) + warmup, int(parts[-1])
-    return None
+
+    def __new__(cls, text: str, variant: Optional[str] = None, depth: Optional[int] = None) -> "Label":
+        label = super().__new__(cls, text)
+        label.variant, label.depth = variant, depth
+        return label
+
+    def __reduce__(self):
+        return Label, (str(self), self.variant, self.depth)
 
 
 def series_styles(labels: Sequence[str]) -> list[dict[str, str]]:
     """The figures' one convention: colour = depth, line style and marker = variant.
 
-    Labels of the form "<variant>-<depth>" (optionally "-warmup<N>": a run
-    with warm-up is styled as a variant of its own) get the colour of their
-    depth (shallow to deep along `PALETTE`) and the line style and marker of
-    their variant; when all share one depth, the colour follows the variant
-    too. Other labels get one colour each, solid lines.
+    When every label is a `Label` with a variant and a depth, the series get
+    the colour of their depth (shallow to deep along `PALETTE`) and the line
+    style and marker of their variant (in order of first appearance); when
+    all share one depth, the colour follows the variant too. Otherwise every
+    series gets a colour of its own and a solid line: a label's text is
+    never parsed.
 
     Returns:
         a list of dicts with `color`, `linestyle` and `marker`, one per
         label, for `axes.plot`.
     """
-    parsed = [_split_label(label) for label in labels]
-    if not labels or any(item is None for item in parsed):
+    parsed = [(getattr(label, "variant", None), getattr(label, "depth", None)) for label in labels]
+    if not labels or any(variant is None or depth is None for variant, depth in parsed):
         return [{"color": _color(i), "linestyle": "-", "marker": "o"} for i in range(len(labels))]
     depths = sorted({depth for _, depth in parsed})
     variants = list(dict.fromkeys(variant for variant, _ in parsed))
     styles = []
-    for label, (variant, depth) in zip(labels, parsed):
+    for variant, depth in parsed:
         linestyle, marker = VARIANT_STYLES[variants.index(variant) % len(VARIANT_STYLES)]
         # One depth only (e.g. the deepest model of each variant): colour by variant too.
         colour = PALETTE[(depths.index(depth) if len(depths) > 1 else variants.index(variant)) % len(PALETTE)]

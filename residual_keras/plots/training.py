@@ -14,8 +14,8 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
 
     Args:
         panels: list of (panel title, list of series). A series is a dict with
-            `label` (the model's id, e.g. "plain-32": colour = depth, style =
-            variant, as every figure), `legend` (its text in the legend), `x`,
+            `label` (the model's id; a `Label("plain-32", "plain", 32)` gets
+            colour = depth and style = variant, as every figure), `legend` (its text in the legend), `x`,
             `y` (drawn bold) and optionally `dashed` (drawn thin and dashed on
             the same x, e.g. the test error beside the training error) and
             `band`, a (low, high) pair of lists on the same x shaded in the

@@ -1,8 +1,17 @@
-"""Small input checks shared by the layers and builders.
+"""The package's public input-validation utility: one clear error for a bad argument.
 
-Every public entry point validates its arguments here so that a student gets
-one clear `ValueError` naming the bad value and the accepted ones; the tracks
-use the same checks (`check_int`) for their data pipelines.
+Every public entry point of `residual_keras` validates its arguments here, so
+that a student gets one clear `ValueError` (or `TypeError`) naming the bad
+value and the accepted ones; the tracks use the same checks (`check_int`)
+for their data pipelines, and a student's own layers may use them too:
+
+    >>> from residual_keras.checks import check_int
+    >>> check_int("filters", 16)
+    16
+    >>> check_int("filters", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: filters must be a positive integer, got 0.
 """
 
 import functools
@@ -152,3 +161,20 @@ def strided_output_shape(input_shape, strides, channels, data_format="channels_l
         return (batch, strided_size(height, stride_height), strided_size(width, stride_width), channels)
     batch, _, height, width = input_shape
     return (batch, channels, strided_size(height, stride_height), strided_size(width, stride_width))
+
+
+__all__ = [
+    "DATA_FORMATS",
+    "channel_axis",
+    "channels_first_refusal",
+    "check_bool",
+    "check_choice",
+    "check_data_format",
+    "check_image_input",
+    "check_int",
+    "check_pair",
+    "check_positive_int",
+    "input_channels",
+    "strided_output_shape",
+    "strided_size",
+]
