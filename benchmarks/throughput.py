@@ -87,7 +87,7 @@ def parse_args(argv=None):
     return args
 
 
-def _vision_setup(name, args):
+def vision_setup(name, args):
     import dataclasses
 
     from tracks.vision import experiment
@@ -110,7 +110,7 @@ def _vision_setup(name, args):
     return config, build, train_ds.repeat(), config.batch_size, "images"
 
 
-def _language_setup(name, args):
+def language_setup(name, args):
     import dataclasses
 
     from tracks.language import experiment
@@ -162,7 +162,7 @@ def measure(name, args, peers_available):
     from tracks.common.xla import xla_step_ran
 
     track, description, peer, flops_per_unit = MODELS[name]
-    setup = _vision_setup if track == "vision" else _language_setup
+    setup = vision_setup if track == "vision" else language_setup
     config, build, train_ds, units_per_step, unit = setup(name, args)
     runtime = setup_runtime(config.precision, config.xla, "none", seed=0,
                             cpu_xla=_cpu_xla_default(track))

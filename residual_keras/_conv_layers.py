@@ -8,7 +8,7 @@ follows the owning block's `data_format`, `dtype_policy`,
 
 from keras import layers
 
-from residual_keras.batchnorm import BatchNormalization
+from residual_keras import batchnorm
 from residual_keras.checks import channel_axis
 
 
@@ -38,7 +38,7 @@ def batch_norm(owner, name, input_shape, gamma_initializer="ones"):
 
     The library's own (residual_keras/batchnorm.py): Keras' layer, with
     TensorFlow's fused kernel on the TensorFlow backend."""
-    norm = BatchNormalization(
+    norm = batchnorm.BatchNormalization(
         axis=channel_axis(owner.data_format),
         momentum=owner.norm_momentum,
         epsilon=owner.norm_epsilon,

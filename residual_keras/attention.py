@@ -11,7 +11,7 @@ read, and it returns the probabilities (the instruments and
 `return_attention_scores` need them). `fused_attention` computes the same
 with `keras.ops.dot_product_attention`, which each backend fuses (cuDNN or
 flash attention on GPUs); the two agree within float tolerance
-(tests/test_transformer.py). The fused op has no dropout on the attention
+(tests/library/test_transformer.py). The fused op has no dropout on the attention
 probabilities. `allowed_keys` combines the causal, padding and attention
 masks into the boolean "query may attend to key" mask both take.
 
@@ -90,7 +90,7 @@ def fused_attention(query, key, value, allowed=None, only_causal=False):
     (what flash attention takes); otherwise the combined boolean mask
     `allowed` goes instead. A query with no allowed key gets uniform weights,
     as in `reference_attention`. On PyTorch the gradient is wrong for such a
-    query (left padding): measured in tests/test_transformer.py.
+    query (left padding): measured in tests/library/test_transformer.py.
     """
     return ops.dot_product_attention(
         query, key, value,

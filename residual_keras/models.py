@@ -22,7 +22,7 @@ from keras import layers
 from residual_keras.checks import check_choice, check_positive_int
 from residual_keras._transformer_args import NORM_POSITIONS, resolve_residual
 from residual_keras.attention import check_heads
-from residual_keras.batchnorm import BatchNormalization
+from residual_keras import batchnorm
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.preact_blocks import PreActBasicBlock
@@ -203,7 +203,7 @@ def cifar_resnet(
     if fixup:
         x = ScalarBias(0.1, name="stem_bias")(x)
     elif normalised and not preact:
-        x = BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
+        x = batchnorm.BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
     if not preact:  # a pre-activation block starts with its own (BN-)ReLU
         x = layers.ReLU(name="stem_relu")(x)
 
@@ -215,7 +215,7 @@ def cifar_resnet(
 
     if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
         if normalised:
-            x = BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
+            x = batchnorm.BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
         x = layers.ReLU(name="final_relu")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if fixup:

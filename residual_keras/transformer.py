@@ -131,7 +131,7 @@ class TransformerBlock(layers.Layer):
             always takes the reference path (the fused op does not return
             the probabilities). On PyTorch the fused op's gradient is wrong
             for an example whose padding mask leaves a query with nothing to
-            attend to (left padding): measured in tests/test_transformer.py;
+            attend to (left padding): measured in tests/library/test_transformer.py;
             keep the reference path there. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 

@@ -1,3 +1,13 @@
+"""What every test shares: the backend (TensorFlow unless KERAS_BACKEND says otherwise), a seeded,
+clean Keras per test, and fixtures.
+
+tests/library/ tests the package students import, on every Keras backend
+(`KERAS_BACKEND=jax pytest`); tests/tracks/ tests the command lines and the
+project around them (docs, Docker, notebooks), on TensorFlow only: its
+conftest.py leaves itself out on other backends. The helpers the tests
+import (layer_checks.py, track_helpers.py, ...) live here, in tests/.
+"""
+
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -10,43 +20,17 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-# The tracks train with TensorFlow (tf.data, tf.distribute, tfds): their tests,
-# and the notebooks', the README's and the exercises' grader (which import or
-# run the tracks), run on the TensorFlow backend.
-# On JAX and PyTorch (`KERAS_BACKEND=jax pytest`, .ci/run) the library's
-# tests run: layers, models, generate, plots, instruments.
-TENSORFLOW_ONLY = [
-    "test_benchmarks.py",
-    "test_common.py",
-    "test_data_identity.py",
-    "test_diagnose_model.py",
-    "test_compare.py",
-    "test_doc_numbers.py",
-    "test_docker.py",
-    "test_docs_site.py",
-    "test_exercises.py",
-    "test_fault_injection.py",
-    "test_findings.py",
-    "test_language_data.py",
-    "test_language_track.py",
-    "test_multiworker.py",
-    "test_notebooks.py",
-    "test_package.py",
-    "test_readme.py",
-    "test_report.py",
-    "test_seeds.py",
-    "test_vision_data.py",
-    "test_vision_pipeline.py",
-    "test_vision_track.py",
-    "test_xla.py",
-]
-collect_ignore = [] if keras.backend.backend() == "tensorflow" else TENSORFLOW_ONLY
-
-
 @pytest.fixture(autouse=True)
-def _seeded_and_clean(tmp_path_factory, monkeypatch):
+def _seeded_and_clean(request, tmp_path_factory, monkeypatch):
     """Every test starts from the same seed and the default float32 policy,
-    and caches decoded image folders in a temporary directory, not in ~/.cache."""
+    and caches decoded image folders in a temporary directory, not in ~/.cache.
+
+    A module that builds no model opts out with `pytestmark = pytest.mark.no_keras_reset`
+    (the reset costs about 0.2 s a test).
+    """
+    if request.node.get_closest_marker("no_keras_reset"):
+        yield
+        return
     monkeypatch.setenv("RESIDUAL_KERAS_CACHE", str(tmp_path_factory.mktemp("cache")))
     keras.utils.set_random_seed(1234)
     yield

@@ -11,7 +11,7 @@ and a set of constructor arguments:
 4. a `.keras` file saved and loaded again gives identical outputs;
 5. a `fit` step with `jit_compile=True` runs, and XLA really compiled it
    (Keras' public `model.jit_compile` stays True: it turns False when Keras
-   falls back, tests/test_xla.py); on TensorFlow and JAX, the backends with
+   falls back, tests/tracks/test_xla.py); on TensorFlow and JAX, the backends with
    XLA (on PyTorch Keras' `jit_compile` means `torch.compile`, minutes of
    C++ compilation per layer on a CPU: the step runs eagerly there);
 6. under `mixed_bfloat16` and `mixed_float16` outputs are in the compute dtype

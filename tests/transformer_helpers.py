@@ -1,4 +1,4 @@
-"""What tests/test_transformer.py and tests/test_attention.py share: an input, the variants, small builders."""
+"""What tests/library/test_transformer.py and tests/library/test_attention.py share: an input, the variants, small builders."""
 
 import numpy as np
 import pytest

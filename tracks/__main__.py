@@ -11,13 +11,25 @@ import importlib.util
 import pathlib
 import sys
 
-# (track, console script): each track is `python -m tracks.<track>` or the script.
-TRACKS = (("vision", "residual-vision"), ("language", "residual-language"))
+def tracks():
+    """[(track, console script or None)]: every folder of this package with a track.py, found, not listed.
+
+    A track is `python -m tracks.<track>`; a console script (pyproject.toml's
+    [project.scripts]) is an optional second name for it.
+    """
+    import importlib.metadata
+
+    here = pathlib.Path(__file__).resolve().parent
+    names = sorted(path.parent.name for path in here.glob("*/track.py") if path.parent.name != "common")
+    scripts = {entry.value.split(":")[0]: entry.name
+               for entry in importlib.metadata.entry_points(group="console_scripts")
+               if entry.value.startswith("tracks.")}
+    return [(name, scripts.get(f"tracks.{name}.__main__")) for name in names]
 
 
 def summary(track):
-    """The first line of the track's `__main__` docstring, read without importing it (or TensorFlow)."""
-    origin = pathlib.Path(importlib.util.find_spec(f"tracks.{track}").origin).with_name("__main__.py")
+    """The first line of the track's track.py docstring, read without importing it (or TensorFlow)."""
+    origin = pathlib.Path(importlib.util.find_spec(f"tracks.{track}").origin).with_name("track.py")
     first = ast.get_docstring(ast.parse(origin.read_text())).splitlines()[0]
     return first.split(":", 1)[1].strip() if first.startswith("`") else first
 
@@ -42,8 +54,8 @@ def main(argv=None):
     parser.parse_args(argv)
     print(f"residual-keras {version()}: the tracks (each one trains by default; --help lists its "
           f"options and commands)\n")
-    for track, script in TRACKS:
-        print(f"  {track:<9} {'python -m tracks.' + track:<26} or  {script}")
+    for track, script in tracks():
+        print((f"  {track:<9} {'python -m tracks.' + track:<26}" + (f" or  {script}" if script else "")).rstrip())
         print(f"  {'':<9} {summary(track)}")
     print("\n  exercises python -m tracks exercises        the course's self-test to solve, and\n"
           "            python -m tracks check FILE        the grader")

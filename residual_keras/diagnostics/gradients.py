@@ -45,7 +45,7 @@ def gradient_norms(
     - training mode: in a plain BatchNorm network the input gradient grows
       with depth (each BN divides by the batch standard deviation of its
       input, and backpropagation through the batch statistics amplifies;
-      Yang et al. 2019): tests/test_models.py measures a 50-block width-8
+      Yang et al. 2019): tests/library/test_models.py measures a 50-block width-8
       stack, whose plain gain is more than 1000 times its residual twin's.
     - inference mode (`training=False`, moving statistics at their initial
       mean 0 and variance 1): the BNs are nearly identities and the network

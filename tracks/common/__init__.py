@@ -1,1 +1,1 @@
-"""Run machinery shared by the vision and language tracks."""
+"""Run machinery shared by every track: tracks.common.cli.main(track, argv) runs a `Track` (track.py)."""

@@ -19,7 +19,7 @@ import json
 import math
 import pathlib
 
-from tracks.common.cli import fail, log
+from tracks.common.console import fail, log
 from tracks.common.report import format_value, text_table
 from tracks.common.run_dir import RunFileError, read_json
 
@@ -87,14 +87,15 @@ def _describe(results, config):
             f"{results.get('dataset', '?')}, seed {config.get('seed', '?')}")
 
 
-def compare_command(prog, track, argv, figures_of, findings_of):
-    """The `compare` command of a track; returns the exit code (0, or 2 for bad input)."""
+def compare_command(track, argv):
+    """The `compare` command of a `Track`; returns the exit code (0, or 2 for bad input)."""
+    figures_of, findings_of = track.comparison_figures, track.findings
     parser = argparse.ArgumentParser(
-        prog=f"{prog} compare",
+        prog=f"{track.prog} compare",
         description="Print a run's numbers beside a reference run's (docs/reference/...), with the "
                     "lab sheet's tolerance bands, and mark what lies outside them.")
     parser.add_argument("run", help="the run directory to check")
-    parser.add_argument("reference", help="the reference run, e.g. docs/reference/vision-cifar10-s0")
+    parser.add_argument("reference", help=f"the reference run, e.g. docs/reference/{track.name}-...")
     args = parser.parse_args(argv)
     try:
         run, run_config = load_run(args.run, "RUN")
@@ -103,9 +104,9 @@ def compare_command(prog, track, argv, figures_of, findings_of):
     except RunFileError as error:
         return fail(str(error))
     for name, results in (("RUN", run), ("REFERENCE", reference)):
-        if results.get("track") not in (None, track):
+        if results.get("track") not in (None, track.name):
             return fail(f"{name} {getattr(args, name.lower())} is a {results.get('track')!r} run, not a "
-                        f"{track!r} run: compare runs of this track")
+                        f"{track.name!r} run: compare runs of this track")
     log(f"reference: {args.reference} ({_describe(reference, reference_config)})")
     log(f"this run:  {args.run} ({_describe(run, run_config)})")
     differences = [key for key in ("preset", "variants", "depths", "epochs", "steps")

@@ -94,7 +94,7 @@ def config_from_args(args, presets, config_cls):
     `args.preset` None means the parser's default preset (`args.default_preset`).
     A config class may adapt its preset to the options given first
     (`adapted_to(given) -> config`: a preset value that names other options'
-    values, such as the language track's `warmup_variants`).
+    values, such as a grid option that defaults to another option's values).
 
     Raises:
         ConfigError: unknown preset, or a value the dataclass rejects.

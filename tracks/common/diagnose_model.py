@@ -1,9 +1,9 @@
 """`python -m tracks.X diagnose --model PATH.keras`: the instruments on a student's own saved model.
 
-    python -m tracks.vision diagnose --model my_resnet.keras
-    python -m tracks.vision diagnose --model plain.keras --model residual.keras
-    python -m tracks.vision diagnose --model edsr.keras --input-shape 48,48,3
-    python -m tracks.language diagnose --model gpt.keras --output-index 0
+    python -m tracks.X diagnose --model my_resnet.keras
+    python -m tracks.X diagnose --model plain.keras --model residual.keras
+    python -m tracks.X diagnose --model edsr.keras --input-shape 48,48,3
+    python -m tracks.X diagnose --model gpt.keras --output-index 0
 
 The model is loaded (its residual_keras layers are registered when the
 library is imported; `--import MODULE` imports a module that registers the
@@ -20,14 +20,16 @@ import argparse
 import dataclasses
 import importlib
 import pathlib
-import sys
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tracks.common import instruments
-from tracks.common.cli import fail, log, resolve_config, train_parser
-from tracks.common.config import ConfigError
-from tracks.common.run_dir import RunDirectory, describe_os_error
+from tracks.common.console import fail, log
+from tracks.common.options import train_parser
+from tracks.common.resume import resolve_config
+from tracks.common.run_dir import RunDirectory
+from tracks.common.track import GridModel
 
 
 def wants_saved_models(argv):
@@ -197,7 +199,7 @@ def _random_batch(model, shape, examples, dtype, value_range, seed):
 
 
 def _declared_length(model):
-    """The model's fixed or learned context length, or None (language models)."""
+    """The model's fixed or learned context length (models of token sequences), or None."""
     from residual_keras import TokenAndPositionEmbedding
 
     inputs = getattr(model, "inputs", None)
@@ -251,39 +253,52 @@ def _describe(model, blocks):
 
     if blocks:
         return "residual", len(blocks)
-    found = diagnostics.find_blocks(model)
+    found = list(diagnostics.blocks(model).values())
     plain = bool(found) and all(getattr(block, "residual", True) is False for block in found)
     return ("plain" if plain else "residual"), len(found)
 
 
-def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv, *,
-                          load_data, instrument_batch, banner_of=lambda data: None):
-    """The `diagnose --model` command; returns the exit code.
+class _Measurement(NamedTuple):
+    """What `diagnose --model` measures, checked and loaded before its run directory is made."""
 
-    Args:
-        load_data: callable(config) -> the track's data.
-        instrument_batch: callable(config, data) -> (x, y), the track's batch
-            for the instruments.
-        banner_of: callable(data) -> the plots' data banner or None.
+    loaded: list  # [(label, path, model)]
+    x: Any
+    y: Any  # the data's labels, or None for random ones
+    shape: Any  # the --input-shape, or None (the track's data)
+    data: Any  # the track's data, or None (random inputs)
+
+
+def diagnose_saved_models(track, argv):
+    """The `diagnose --model` command of a `Track`; returns the exit code.
+
+    It runs as every command that writes a run does (`cli.run_command`):
+    the models and the batch are loaded and checked before the run directory
+    is made, the run's lock is released however the measurement ends, and
+    an interrupted or failed measurement leaves nothing behind.
     """
-    args = _parser(prog, config_cls, presets, default_preset).parse_args(argv)
+    from tracks.common.cli import run_command
+
+    prog = f"{track.prog} diagnose"
+    args = _parser(prog, track.config_cls, track.presets,
+                   track.diagnose_preset or track.default_preset).parse_args(argv)
     if args.resume:
         return fail("diagnose does not resume: it trains nothing")
     if len(args.model) > 2:
         return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
     blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
     output_index = _output_index(args.output_index)
-    try:
-        config, _, _ = resolve_config(args, track, config_cls, presets)
+
+    def prepare():
+        config, _, _ = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets)
         if args.examples < 1:
             raise ValueError(f"--examples must be >= 1, got {args.examples}")
         if args.input_shape is None and (args.input_dtype or args.input_range):
             raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
         loaded = _load(args.model, args.modules)
-        data, banner = None, None
+        data = None
         if args.input_shape is None:
-            data = load_data(config)
-            banner = banner_of(data)
+            config = dataclasses.replace(config, data=track.parse_source(config.data))
+            data = track.load_data(config)
         shape = None if args.input_shape is None else _parse_shape(args.input_shape)
         batches = []
         for _, _, model in loaded:
@@ -291,7 +306,7 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
                 batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
                                               args.input_range, config.seed), None))
             else:
-                x, y = _track_batch(config, data, model, instrument_batch, output_index)
+                x, y = _track_batch(config, data, model, track.instrument_batch, output_index)
                 batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
         x, y = batches[0]
         if any(other.shape != x.shape for other, _ in batches):
@@ -300,35 +315,28 @@ def diagnose_saved_models(prog, track, config_cls, presets, default_preset, argv
                              "compare models that read the same data")
         if any(labels is None for _, labels in batches):
             y = None  # random labels for both, so that their losses compare
-        run = RunDirectory.create(f"{track}-diagnose", config, out=args.out)
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    except OSError as error:
-        return fail(describe_os_error(error))
-    try:
-        return _measure(run, track, config, loaded, x, y, shape, data, banner, blocks, output_index, args)
-    except KeyboardInterrupt:
-        run.discard()
-        print("interrupted; nothing was kept", file=sys.stderr, flush=True)
-        return 130
-    except BaseException:
-        run.discard()
-        raise
-    finally:
-        run.release()
+        run = RunDirectory.create(f"{track.name}-diagnose", config, out=args.out)
+        return config, run, _Measurement(loaded, x, y, shape, data)
+
+    def measure(config, run, measurement):
+        return _measure(run, track, config, measurement, blocks, output_index, args)
+
+    return run_command(prog, prepare, measure, resumable=False)
 
 
-def _measure(run, track, config, loaded, x, y, shape, data, banner, blocks, output_index, args):
+def _measure(run, track, config, measurement, blocks, output_index, args):
     """The instruments on the loaded models, into `run`; the exit code (the run is discarded on failure)."""
     from tracks.common.runtime import setup_runtime
 
+    loaded, x, y, shape, data = measurement
+    banner = None if data is None else track.banner(data)
     setup_runtime("fp32", "off", "none", seed=config.seed)
     targets = "the data's labels" if y is not None else "random labels"
     models, described = [], []
     for label, path, model in loaded:
         variant, depth = _describe(model, blocks)
-        # The variant names the series; a plain model also gets the c^l reference line.
-        models.append((label, "plain" if variant == "plain" else label, depth, model))
+        # Each model is a series of its own; a plain model also gets the c^l reference line.
+        models.append(GridModel(label, label, depth, model, plain=variant == "plain"))
         described.append({"id": label, "path": str(path), "variant": variant, "blocks": depth})
         log(f"{label}: {path}, {depth} blocks ({variant}); {targets} for the loss")
     try:
@@ -338,21 +346,21 @@ def _measure(run, track, config, loaded, x, y, shape, data, banner, blocks, outp
             jacobian_iterations=SAVED_MODEL_JACOBIAN_ITERATIONS, jacobian_tolerance=1e-3)
     except (ValueError, TypeError) as error:
         run.discard()
-        return fail(f"{error} (diagnose --model measures classifiers and language models with "
+        return fail(f"{error} (diagnose --model measures classifiers and next-token models with "
                     "the data's labels or random ones; a model that needs targets of its own is "
                     "measured from Python: residual_keras.diagnostics.gradient_norms(model, x, y))")
     broken = [label for label, values in summary.items() if not _finite_measurement(values)]
     if broken:
         run.discard()
-        print(f"error: the measurements of {', '.join(broken)} are not numbers (NaN or infinite: the "
-              "model's loss or its gradient on this batch is not finite; a batch of padding only, or a "
-              "model that overflows, does this); nothing was written", file=sys.stderr, flush=True)
+        fail(f"the measurements of {', '.join(broken)} are not numbers (NaN or infinite: the "
+             "model's loss or its gradient on this batch is not finite; a batch of padding only, or a "
+             "model that overflows, does this); nothing was written")
         return 1
-    run.update_results(track=f"{track}-diagnose", dataset=None if data is None else data.name,
+    run.update_results(track=f"{track.name}-diagnose", dataset=None if data is None else data.name,
                        banner=None if data is None else data.banner, saved_models=described,
                        targets=targets, measured=summary)
     where = (f"random inputs of shape {shape}" if shape is not None
-             else f"a batch of the {track} track's data ({data.name})")
+             else f"a batch of the {track.name} track's data ({data.title})")
     calibration = ("BatchNorm statistics set from the batch" if args.calibrate_batchnorm
                    else "any BatchNorm statistics as saved")
     instruments.write_diagnose_summary(

@@ -66,13 +66,12 @@ def scientific(value):
     return f"{value:.2g}"
 
 
-def diverged_models(results, when="diverged_epoch", unit="epoch"):
-    """A measurement-only finding listing the models whose loss stopped being finite."""
+def diverged_models(results):
+    """A measurement-only finding listing the models whose loss stopped being finite, and where."""
     diverged = [m for m in results.get("models", []) if m.get("diverged")]
     if not diverged:
         return None
-    listed = ", ".join(
-        f"{m['id']} ({unit} {m[when] + 1 if unit == 'epoch' else m[when]})" for m in diverged)
+    listed = ", ".join(f"{m['id']} ({m['diverged_at']})" if m.get("diverged_at") else m["id"] for m in diverged)
     return Finding("Diverged", None, f"the loss of {listed} became NaN or infinite; "
                    "these models have no final error and are left out of the other findings.")
 

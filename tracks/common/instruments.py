@@ -43,11 +43,13 @@ def jsonable(value):
 
 def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None, jacobian_examples=1,
                       jacobian_iterations=3, jacobian_tolerance=1e-5, log=print, calibrate=True,
-                      output_index=None, blocks=None, depth_scaling=True):
+                      output_index=None, blocks=None, depth_scaling=True, jacobian_depths=10):
     """Draws the three initialisation plots; returns per-model summary numbers.
 
     Args:
-        models: list of (label, variant, depth, keras.Model) at initialisation.
+        models: list of `GridModel`s (tracks/common/track.py) at initialisation:
+            the label, the series (variant, depth: the plots' styles), the
+            model, and whether it is plain (the c^l reference line).
         x: a batch of model inputs (images or token ids).
         out_dir: where the PNGs go.
         y: the batch's targets (labels, next characters) for the loss of the
@@ -65,40 +67,43 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
         output_index, blocks: passed to the instruments (a model with
             several outputs; layers of one's own as blocks).
         depth_scaling: draw depth_scaling.png when the models have several depths.
+        jacobian_depths: about how many depths along the deepest models the
+            cumulative ||d x_l / d x_0|| is estimated at (the cost grows with
+            depths x blocks).
     """
-    labels = [label for label, _, _, _ in models]
+    labels = [plots.Label(item.label, item.variant, item.depth) for item in models]
     log(f"measuring gradient flow, activation growth and the Jacobian: {', '.join(labels)}")
-    gradients = [diagnostics.gradient_norms(model, x, y, output_index=output_index, blocks=blocks)
-                 for _, _, _, model in models]
+    gradients = [diagnostics.gradient_norms(item.model, x, y, output_index=output_index, blocks=blocks)
+                 for item in models]
     plots.gradient_flow(gradients, labels, path=out_dir / "gradient_flow.png", banner=banner, subtitle=subtitle)
-    activations = [diagnostics.activation_norms(model, x, blocks=blocks) for _, _, _, model in models]
+    activations = [diagnostics.activation_norms(item.model, x, blocks=blocks) for item in models]
     plots.activation_growth(activations, labels, path=out_dir / "activation_growth.png", banner=banner,
                             subtitle=subtitle)
 
-    deepest = {}
-    for item in models:
-        _, variant, depth, _ = item
-        if variant not in deepest or depth > deepest[variant][2]:
-            deepest[variant] = item
-    deepest_gradients = [gradients[labels.index(label)] for label, *_ in deepest.values()]
-    plots.layer_gradients(deepest_gradients, [label for label, *_ in deepest.values()],
+    deepest = {}  # variant -> index of its deepest model
+    for index, item in enumerate(models):
+        if item.variant not in deepest or item.depth > models[deepest[item.variant]].depth:
+            deepest[item.variant] = index
+    plots.layer_gradients([gradients[index] for index in deepest.values()],
+                          [labels[index] for index in deepest.values()],
                           path=out_dir / "layer_gradients.png", banner=banner, subtitle=subtitle)
     jacobians, jacobian_labels = [], []
     references = []
-    for label, variant, _, model in deepest.values():
+    for index in deepest.values():
+        label, model = labels[index], models[index].model
         if calibrate:
             diagnostics.calibrate_batchnorm(model, x)
-        num_blocks = len(gradients[labels.index(label)]["names"])
+        num_blocks = len(gradients[index]["names"])
         result = diagnostics.jacobian_norm(
             model, x[:jacobian_examples], num_iterations=jacobian_iterations,
             tolerance=jacobian_tolerance, per_block=True,
-            per_branch=True, cumulative=max(1, num_blocks // 10),  # about 10 depths: O(L^2 / k)
+            per_branch=True, cumulative=max(1, num_blocks // jacobian_depths),  # O(L^2 / k)
             use_tf_function=False, blocks=blocks,  # eager: no retracing for every depth
         )
         jacobians.append(result)
         jacobian_labels.append(label)
         total = float(np.mean(result["total"]))
-        if variant == "plain" and total > 0 and math.isfinite(total):
+        if models[index].plain and total > 0 and math.isfinite(total):
             references.append(round(total ** (1 / len(result["names"])), 3))
     jacobian_subtitle = None if subtitle is None else (
         f"{subtitle}; {jacobian_examples} example{'s' if jacobian_examples > 1 else ''}, BatchNorm "
@@ -111,7 +116,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
     summary = {}
     for label, gradient, activation in zip(labels, gradients, activations):
         rms = np.asarray(activation["rms"]).mean(axis=1)
-        summary[label] = {
+        summary[str(label)] = {
             "loss": gradient["loss"],
             "gradient_gain": gradient["gain"],
             "block_weight_grad_norms": gradient["block_weight_grad_norms"],
@@ -120,10 +125,11 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
             "stream_growth": float(rms[-1] / rms[0]) if rms[0] > 0 else None,
         }
     for label, result in zip(jacobian_labels, jacobians):
+        label = str(label)
         summary[label]["jacobian_norm"] = float(np.mean(result["total"]))
         summary[label]["jacobian_converged"] = result["converged"]
         summary[label]["jacobian_iterations"] = result["iterations"]
-    if depth_scaling and len({depth for _, _, depth, _ in models}) > 1:
+    if depth_scaling and len({item.depth for item in models}) > 1:
         _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subtitle)
     return jsonable(summary)
 
@@ -135,7 +141,7 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subti
     (BatchNorm calibrated on the batch, 10 power iterations).
     """
     by_variant = {}
-    for label, variant, depth, model in models:
+    for label, variant, depth, model, _ in models:
         values = summary[label]
         if "jacobian_norm" not in values:
             diagnostics.calibrate_batchnorm(model, x)
@@ -148,14 +154,19 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subti
     plots.depth_scaling(by_variant, path=out_dir / "depth_scaling.png", banner=banner, subtitle=subtitle)
 
 
-def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle=None):
-    """dynamics.png from every trained model's dynamics CSV; the figures drawn (title, file)."""
+def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle=None, label_of=None):
+    """dynamics.png from every trained model's dynamics CSV; the figures drawn (title, file).
+
+    `label_of(entry)`: a model's label in the plot (default: a `plots.Label`
+    of its id, variant and depth).
+    """
+    label_of = label_of or (lambda entry: plots.Label(entry["id"], entry.get("variant"), entry.get("depth")))
     rows, labels = [], []
     for entry in results["models"]:
-        found = diagnostics.read_rows(directory / "dynamics" / f"{entry['id']}.csv")
+        found = diagnostics.TrainingDynamics.read_csv(directory / "dynamics" / f"{entry['id']}.csv")
         if found:
             rows.append(found)
-            labels.append(entry["id"])
+            labels.append(label_of(entry))
     if not rows:
         return []
     plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label,
@@ -239,7 +250,7 @@ INSTRUMENT_NOTES = """\
   Jacobian per block (a line c^l on this log scale if each block stretches by c).
   Residual blocks contribute I + df/dx. When every branch starts at exactly 0 (zero-gamma,
   Fixup, ReZero, zero-initialised pre-activation blocks) the product's norm is exactly 1
-  (tests/test_diagnostics.py, tests/test_preact_blocks.py). The gradient gain of a
+  (tests/library/test_diagnostics.py, tests/library/test_preact_blocks.py). The gradient gain of a
   zero-gamma network is still below 1: each of its blocks starts as ReLU(shortcut(x)),
   whose Jacobian passes the gradient only where the stream is positive, so the gradient
   on the other entries of x_0 is lost.

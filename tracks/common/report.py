@@ -1,27 +1,10 @@
-"""Pieces of a run's report shared by the tracks: names, numbers and markdown tables.
+"""Pieces of a run's report shared by the tracks: numbers, markdown and terminal tables.
 
 The figures themselves are drawn by `residual_keras.plots` (one palette, one
 convention, no pyplot state), so reports render on machines without a display.
 """
 
-import pathlib
-
 from tracks.common.training import tensorboard_available
-
-
-KNOWN_DATASETS = {"cifar10": "CIFAR-10", "synthetic": "synthetic images",
-                  "tiny_shakespeare": "Tiny Shakespeare", "pydoc": "Python's documentation"}
-
-
-def dataset_title(name):
-    """A data source as a reader names it, without local paths: "CIFAR-10", "cifar10-jpeg (image folder)"."""
-    if name in KNOWN_DATASETS:
-        return KNOWN_DATASETS[name]
-    kind, _, path = str(name).partition(":")
-    if path:
-        label = {"folder": "image folder", "text": "text file"}.get(kind, kind)
-        return f"{pathlib.PurePath(path).name} ({label})"
-    return str(name)
 
 
 def format_value(value, kind="float"):

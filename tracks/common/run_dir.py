@@ -66,7 +66,11 @@ def describe_os_error(error):
 
 
 class RunDirectory:
-    """Paths and bookkeeping of one run of a track, locked for one process."""
+    """Paths and bookkeeping of one run of a track, locked for one process.
+
+    `create` and `resume` return it locked; use it as a context manager
+    (`with run: ...`) so that the lock is released however the work ends.
+    """
 
     def __init__(self, path, track):
         self.path = pathlib.Path(path)
@@ -200,6 +204,19 @@ class RunDirectory:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+
+    @property
+    def locked(self):
+        """Whether this process holds the run's lock."""
+        return self._lock_fd is not None
+
+    def __enter__(self):
+        """`with run:` holds the run's lock for the block and releases it however the block ends."""
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
+        return False
 
     def release(self):
         """Gives the lock back (a process that ends releases it anyway)."""

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from tracks.common.config import config_to_dict, write_json
+from tracks.common.console import log
 from tracks.common.run_dir import RunDirectory, read_json
 
 SEED_RULE = (
@@ -51,24 +52,22 @@ def seed_directory(run, seed):
     return run.path / f"seed-{seed}"
 
 
-def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed, log):
+def train_each_seed(track, run, config, data):
     """Trains `config` once per seed in `run`'s seed-N/ directories; returns [(seed, RunDirectory)].
 
     Args:
+        track: the `Track` (its data and its training of one run).
         run: the locked top-level `RunDirectory` (its lock covers the seed runs).
         config: the run's config, `config.seeds` set.
         data: the data loaded for the first seed (`config.seed` is the first seed).
-        load_data: callable(config) -> data, for the other seeds.
-        fingerprint: callable(data) -> dict identifying the data.
-        train_one_seed: callable(config, run, data): the track's training of one run.
     """
-    from tracks.common.cli import refuse_other_data
+    from tracks.common.resume import refuse_other_data
 
     done = []
     for index, seed in enumerate(config.seeds):
         seed_config = dataclasses.replace(config, seed=seed, seeds=())
-        seed_data = data if seed == config.seed else load_data(seed_config)
-        actual = {**fingerprint(seed_data), "banner": seed_data.banner}
+        seed_data = data if seed == config.seed else track.load_data(seed_config)
+        actual = {**track.fingerprint(seed_data), "banner": seed_data.banner}
         child = RunDirectory(seed_directory(run, seed), run.track)
         child.path.mkdir(exist_ok=True)
         if child.config_path.exists():
@@ -79,26 +78,18 @@ def train_each_seed(run, config, data, *, load_data, fingerprint, train_one_seed
                                            "data_fingerprint": actual})
             write_json(child.results_path, {"models": []})
         log(f"##### seed {seed} ({index + 1} of {len(config.seeds)}): {child.path}")
-        train_one_seed(seed_config, child, seed_data)
+        track.train_one_run(seed_config, child, seed_data)
         done.append((seed, child))
     return done
 
 
-def train(config, run, data, *, train_one_run, load_data, fingerprint, report, plot_banner, log):
-    """A track's training command: one run, or with `--seeds` one run per seed and then the spread.
-
-    Args:
-        train_one_run: callable(config, run, data): the track's training of one run.
-        load_data, fingerprint: as for `train_each_seed`.
-        report: the track's report module (`write_seeds_report`, `seeds_terminal_ending`).
-        plot_banner: callable(data) -> the figures' data warning or None.
-    """
+def train(track, config, run, data):
+    """A track's training command: one run, or with `--seeds` one run per seed and then the spread."""
     if not config.seeds:
-        return train_one_run(config, run, data)
-    seed_runs = train_each_seed(run, config, data, load_data=load_data, fingerprint=fingerprint,
-                                train_one_seed=train_one_run, log=log)
-    results = report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=plot_banner(data))
-    log(report.seeds_terminal_ending(run, results))
+        return track.train_one_run(config, run, data)
+    seed_runs = train_each_seed(track, run, config, data)
+    results = track.write_seeds_report(run, config, seed_runs, data)
+    log(track.seeds_terminal_ending(run, results))
     return None
 
 
@@ -242,7 +233,7 @@ def write_seeds_results(run, track, config, per_seed, metrics, keys, extra=None)
     first = per_seed[0][1]
     results = {
         "track": track, "preset": config.preset, "seeds": list(config.seeds),
-        "dataset": first.get("dataset"), "banner": first.get("banner"),
+        "dataset": first.get("dataset"), "dataset_title": first.get("dataset_title"), "banner": first.get("banner"),
         **{key: first.get(key) for key in ("device", "precision", "xla", "strategy", "train_images")
            if key in first},
         "seed_runs": {str(seed): f"seed-{seed}" for seed, _ in per_seed},

@@ -13,13 +13,6 @@ import concurrent.futures
 import os
 import socket
 
-# Where each dataset the tracks use is downloaded from (tfds' own URLs).
-DOWNLOAD_HOSTS = {
-    "cifar10": "www.cs.toronto.edu",
-    "tiny_shakespeare": "raw.githubusercontent.com",
-}
-
-
 def data_dir(explicit=None):
     """The TFDS data directory: `explicit`, else $TFDS_DATA_DIR, else tfds' default."""
     if explicit:
@@ -54,17 +47,21 @@ def host_reachable(host, port=443, timeout=5.0):
         pool.shutdown(wait=False)
 
 
-def tfds_status(name, directory=None, timeout=5.0):
-    """"prepared", "downloadable" or "unavailable", decided within about `timeout` s."""
+def tfds_status(name, host, directory=None, timeout=5.0):
+    """"prepared", "downloadable" or "unavailable", decided within about `timeout` s.
+
+    Args:
+        name: the TFDS name ("mnist").
+        host: the host tfds downloads it from (the track that uses it knows it).
+    """
     if is_prepared(name, directory):
         return "prepared"
-    host = DOWNLOAD_HOSTS.get(name)
     if host is not None and host_reachable(host, timeout=timeout):
         return "downloadable"
     return "unavailable"
 
 
-def prefetch(name, directory=None, log=print):
+def prefetch(name, host, directory=None, log=print):
     """Downloads and prepares `name` into the data directory; returns an exit code.
 
     0: prepared (now or already). 1: the download host cannot be reached, with
@@ -73,12 +70,12 @@ def prefetch(name, directory=None, log=print):
     import tensorflow_datasets as tfds
 
     directory = data_dir(directory)
-    status = tfds_status(name, directory)
+    status = tfds_status(name, host, directory)
     if status == "prepared":
         log(f"{name} is already prepared in {directory}")
         return 0
     if status == "unavailable":
-        log(f"error: cannot download {name}: {DOWNLOAD_HOSTS.get(name, 'its host')} is unreachable "
+        log(f"error: cannot download {name}: {host or 'its host'} is unreachable "
             f"(offline?). Run this where there is network, then copy {directory} here "
             f"or point --data-dir / TFDS_DATA_DIR at it.")
         return 1

@@ -148,7 +148,7 @@ class Checkpoints:
         """
         for stray in self.directory.glob("partial-*") if self.directory.is_dir() else ():
             stray.unlink()  # a save that a kill interrupted
-        candidates = self.saved() or self._keras_backup()
+        candidates = self.saved()
         if candidates and model.optimizer is not None and not model.optimizer.built:
             with model.distribute_strategy.scope():  # optimizer slots mirrored like the weights
                 model.optimizer.build(model.trainable_variables)
@@ -176,18 +176,6 @@ class Checkpoints:
             raise ValueError(f"{path} holds {len(values)} random states, the model has {len(seeds)}")
         for state, value in zip(seeds, values):
             state.assign(value)
-
-    def _keras_backup(self):
-        """A checkpoint of keras.callbacks.BackupAndRestore (runs started by earlier versions)."""
-        weights = self.directory / "latest.weights.h5"
-        metadata = self.directory / "training_metadata.json"
-        if not weights.exists() or not metadata.exists():
-            return []
-        state = read_json(metadata, f"delete {self.directory} to train the model again from epoch 1")
-        if not isinstance(state, dict) or not isinstance(state.get("epoch"), int):
-            raise RunFileError(f"{metadata} is damaged (no epoch number); delete {self.directory} "
-                               f"to train the model again from epoch 1")
-        return [(state["epoch"], weights)]
 
 
 def _seed_states(model):
@@ -339,12 +327,10 @@ def throughput(history, samples_per_epoch):
 
 
 def describe_outcome(entry):
-    """'done', 'diverged at epoch k' (vision) or 'diverged at step s' (language)."""
-    if entry.get("diverged_step") is not None:
-        return f"diverged at step {entry['diverged_step']}"
-    if entry.get("diverged_epoch") is not None:
-        return f"diverged at epoch {entry['diverged_epoch'] + 1}"
-    return "diverged" if entry.get("diverged") else "done"
+    """'done', or 'diverged at <where>' from the entry's `diverged_at` ("epoch 3", "step 500")."""
+    if not entry.get("diverged"):
+        return "done"
+    return f"diverged at {entry['diverged_at']}" if entry.get("diverged_at") else "diverged"
 
 
 def run_grid(run, specs, train_one, log=print, cost=None, seed=None):

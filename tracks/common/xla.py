@@ -6,7 +6,7 @@ warns and sets the public `model.jit_compile` to False. With the TensorFlow
 backend, a step compiled while `model.jit_compile` is True is a
 `tf.function(jit_compile=True)`, which XLA compiles or fails loudly. So the
 public flag, read after the step ran, tells whether XLA ran
-(tests/test_xla.py checks it on a model where Keras does fall back).
+(tests/tracks/test_xla.py checks it on a model where Keras does fall back).
 """
 
 

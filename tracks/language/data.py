@@ -36,6 +36,7 @@ and every such character is counted: `TextData.unknown_val_chars`,
 import dataclasses
 import hashlib
 import os
+import pathlib
 import time
 from typing import Callable
 
@@ -48,7 +49,20 @@ SOURCES = ("auto", "tiny_shakespeare", "pydoc", "text:PATH")
 TRAIN_FRACTION = 0.9  # nanoGPT: train_data = data[:int(n * 0.9)]
 AUTO_DECISION_SECONDS = 10.0  # "auto" settles on a source within this time
 TINY_SHAKESPEARE = "tiny_shakespeare"
+TINY_SHAKESPEARE_HOST = "raw.githubusercontent.com"  # where TFDS downloads it from
 
+
+
+TITLES = {TINY_SHAKESPEARE: "Tiny Shakespeare", "pydoc": "Python's documentation"}
+
+
+def dataset_title(name):
+    """A source name ("tiny_shakespeare", "text:/abs/path", "pydoc") as a reader names it, without local paths."""
+    if name in TITLES:
+        return TITLES[name]
+    if str(name).startswith("text:"):
+        return f"{pathlib.PurePath(str(name)[len('text:'):]).name} (text file)"
+    return str(name)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -73,6 +87,11 @@ class TextData:
     val_tokens: np.ndarray
     unknown_val_chars: int
     banner: str | None = None
+
+    @property
+    def title(self):
+        """The text as a reader names it, without local paths: "Tiny Shakespeare", "input.txt (text file)"."""
+        return dataset_title(self.name)
 
     def describe(self):
         """One line for logs and reports."""
@@ -247,11 +266,11 @@ def load_text_data(
         started = time.monotonic()
         try:
             status = tfds_source.tfds_status(
-                TINY_SHAKESPEARE, directory, timeout=min(timeout, AUTO_DECISION_SECONDS)
+                TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST, directory, timeout=min(timeout, AUTO_DECISION_SECONDS)
             )
             reason = (
                 f"{TINY_SHAKESPEARE} is not prepared in {directory} and "
-                f"{tfds_source.DOWNLOAD_HOSTS[TINY_SHAKESPEARE]} cannot be reached"
+                f"{TINY_SHAKESPEARE_HOST} cannot be reached"
             )
         except Exception as error:  # a broken tensorflow_datasets install, say
             status, reason = "unavailable", f"{TINY_SHAKESPEARE} cannot be checked ({error!r})"
@@ -307,19 +326,3 @@ def fingerprint(data):
         "vocab_size": data.vocab.size,
         "sha256": digest.hexdigest(),
     }
-
-
-# Moved to tracks/language/pipeline.py; the old import path still works, with a DeprecationWarning.
-_MOVED_TO_PIPELINE = ("make_lm_datasets", "training_windows", "validation_plan", "ValidationPlan")
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_PIPELINE:
-        import warnings
-
-        from tracks.language import pipeline
-
-        warnings.warn(f"tracks.language.data.{name} moved to tracks.language.pipeline.{name}; "
-                      "the old path will be removed", DeprecationWarning, stacklevel=2)
-        return getattr(pipeline, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

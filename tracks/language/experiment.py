@@ -172,11 +172,12 @@ def train_one(config, spec, runtime, data, run, log):
         "params": params, "steps_trained": len(history) * config.eval_interval,
         "diverged": diverged is not None,
         "diverged_step": None if diverged is None else (diverged + 1) * config.eval_interval,
+        "diverged_at": None if diverged is None else f"step {(diverged + 1) * config.eval_interval}",
         "train_loss": None, "val_loss": None, "train_bpc": None, "val_bpc": None,
         "xla": xla_step_ran(model) if runtime.xla else False,
         "tokens_per_second": throughput(history, config.eval_interval * tokens_per_step),
         "dynamics_seconds": dynamics.seconds,
-        "dynamics": dynamics_summary(diagnostics.read_rows(dynamics.path)),
+        "dynamics": dynamics_summary(dynamics.read_csv(dynamics.path)),
         "fit_seconds": outcome["seconds"],
         "sample": None,
     }

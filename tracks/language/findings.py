@@ -210,7 +210,7 @@ def block_lesions(results):
 
 def language_findings(results, variants):
     """Every finding that applies to a run with these variants, in reading order."""
-    found = [diverged_models(results, when="diverged_step", unit="step"),
+    found = [diverged_models(results),
              plain_fails(results) if "plain" in variants else None]
     for variant in ("post", "pre", "rezero"):
         if variant in variants:

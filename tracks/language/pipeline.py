@@ -9,7 +9,7 @@ into non-overlapping windows (`validation_plan`).
 
 from typing import NamedTuple
 
-from residual_keras._checks import check_int
+from residual_keras.checks import check_int
 from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
 
 

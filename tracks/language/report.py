@@ -12,9 +12,9 @@
 
 from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
+from tracks.language.data import dataset_title
 from tracks.common.report import (
     banner_markdown,
-    dataset_title,
     deepest_with,
     format_value,
     markdown_table,
@@ -34,9 +34,16 @@ from tracks.language.experiment import grid
 from tracks.language.findings import language_findings
 
 
+def series_label(entry):
+    """A model's label in the figures: colour = depth, style = variant (a run with warm-up a variant of its own)."""
+    warmup = entry.get("warmup")
+    variant = entry["variant"] + (f" warm-up {warmup}" if warmup else "")
+    return plots.Label(entry["id"], variant, entry["depth"])
+
+
 def run_subtitle(config, data):
     """The line under every figure's title that says which run it is."""
-    return (f"{dataset_title(data.name)}, seed {config.seed}: {config.steps:,} steps of batch "
+    return (f"{data.title}, seed {config.seed}: {config.steps:,} steps of batch "
             f"{config.batch_size} x {config.sequence_length} characters, width {config.embed_dim} "
             f"({config.preset} preset)")
 
@@ -59,14 +66,15 @@ def plot_loss_curves(run, config, results, path, banner=None, subtitle=None, run
             if not per_run:
                 continue
             entry = next((m for m in results["models"] if m["id"] == spec.id), {})
+            label = series_label({"id": spec.id, "variant": spec.variant, "depth": spec.depth, "warmup": spec.warmup})
             legend = f"{spec.depth} layers" + (f", warm-up {spec.warmup}" if compare_warmup else "")
             legend += " (diverged)" if entry.get("diverged") else ""
             curves = [([(row["epoch"] + 1) * config.eval_interval for row in rows],
                        [row.get("val_loss", float("nan")) for row in rows]) for rows in per_run]
             if len(runs) > 1:  # a run with warm-up gets its own line style (the label)
-                group.append(band_series(curves, spec.id, f"{legend}, mean of {len(per_run)} seeds"))
+                group.append(band_series(curves, label, f"{legend}, mean of {len(per_run)} seeds"))
             else:
-                group.append({"label": spec.id, "legend": legend, "x": curves[0][0], "y": curves[0][1]})
+                group.append({"label": label, "legend": legend, "x": curves[0][0], "y": curves[0][1]})
         panels.append((variant, group))
     return plots.curves(
         panels, xlabel="training step", ylabel="validation loss (nats/char)", path=path, banner=banner,
@@ -80,7 +88,7 @@ def plot_stream(config, results, path, banner=None, subtitle=None):
     depth, entries = deepest_with(config, results, "stream")
     if not entries:
         return False
-    plots.stream([m["stream"] for m in entries], [m["id"] for m in entries], path=path, banner=banner,
+    plots.stream([m["stream"] for m in entries], [series_label(m) for m in entries], path=path, banner=banner,
                  subtitle=_on(subtitle, config.instrument_sequences), title=f"What each sublayer writes into the stream, relative to it (trained, {depth} layers)")
     return True
 
@@ -141,12 +149,12 @@ def _on(subtitle, sequences):
 
 def plot_trained_instruments(config, results, directory, banner=None, subtitle=None):
     """dynamics.png; logit_lens.png, lesion.png and block_deletion.png for the deepest depth; the figures drawn."""
-    figures = plot_dynamics(directory, results, banner, epoch_label=f"evaluation interval ({config.eval_interval} steps)",
+    figures = plot_dynamics(directory, results, banner, label_of=series_label, epoch_label=f"evaluation interval ({config.eval_interval} steps)",
                             subtitle=_on(subtitle, config.instrument_sequences))
     depth, entries = _deepest_trained(config, results, "logit_lens")
     if not entries:
         return figures
-    labels = [m["id"] for m in entries]
+    labels = [series_label(m) for m in entries]
     unigram = results.get("unigram_loss")
     plots.logit_lens([m["logit_lens"] for m in entries], labels, path=directory / "logit_lens.png",
                      banner=banner, subtitle=_on(subtitle, config.lesion_sequences), reference=None if unigram is None else

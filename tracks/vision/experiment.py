@@ -86,6 +86,12 @@ def sample_indices(total, size, seed):
     return np.sort(np.random.default_rng(seed).permutation(total)[:size])
 
 
+def instrument_batch(config, data):
+    """(x, y): the fixed batch of training images (normalised) and labels the instruments use."""
+    indices = sample_indices(len(data.y_train), config.instrument_images, config.seed)
+    return data.normalize(data.x_train[indices]), data.y_train[indices]
+
+
 def lesion_study(model, data, num_images, seed=0):
     """Veit et al. 2016: test accuracy with each single block removed."""
     indices = sample_indices(len(data.y_test), num_images, seed)
@@ -135,9 +141,8 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         compile_model(model, config, spec, runtime, steps_per_epoch)
     params = count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {steps_per_epoch} steps")
-    indices = sample_indices(len(data.y_train), config.instrument_images, config.seed)
-    dynamics = diagnostics.TrainingDynamics(data.normalize(data.x_train[indices]), data.y_train[indices],
-                                            path=run.path / "dynamics" / f"{spec.id}.csv")
+    x, y = instrument_batch(config, data)
+    dynamics = diagnostics.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
         model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
@@ -154,13 +159,14 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         "epochs_trained": len(history),
         "diverged": diverged is not None,
         "diverged_epoch": diverged,
+        "diverged_at": None if diverged is None else f"epoch {diverged + 1}",
         "train_error": None,
         "val_error": None,
         "test_error": None,
         "xla": xla_step_ran(model) if runtime.xla else False,
         "images_per_second": throughput(history, steps_per_epoch * config.batch_size),
         "dynamics_seconds": dynamics.seconds,
-        "dynamics": dynamics_summary(diagnostics.read_rows(dynamics.path)),
+        "dynamics": dynamics_summary(dynamics.read_csv(dynamics.path)),
         "fit_seconds": outcome["seconds"],
     }
     if diverged is None and history:

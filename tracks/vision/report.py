@@ -15,9 +15,9 @@
 
 from residual_keras import plots
 from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
+from tracks.vision.data.sources import dataset_title
 from tracks.common.report import (
     banner_markdown,
-    dataset_title,
     deepest_with,
     format_value,
     markdown_table,
@@ -37,6 +37,11 @@ from tracks.vision.experiment import PATH_IMAGES
 from tracks.vision.findings import vision_findings
 
 
+def series_label(entry):
+    """A model's label in the figures, with its series: colour = depth, style = variant."""
+    return plots.Label(entry["id"], entry["variant"], entry["depth"])
+
+
 # The per-epoch evaluation's column prefix (tracks/common/training.py) as a reader says it.
 CURVE_LABELS = {"val": "validation", "test": "test", "test_subset": "test subset"}
 
@@ -52,7 +57,7 @@ def curve_column(rows):
 
 def run_subtitle(config, data):
     """The line under every figure's title that says which run it is."""
-    return (f"{dataset_title(data.name)}, seed {config.seed}: {len(data.y_train):,} training images, "
+    return (f"{data.title}, seed {config.seed}: {len(data.y_train):,} training images, "
             f"{config.epochs} epochs, width {config.width} ({config.preset} preset)")
 
 
@@ -80,6 +85,7 @@ def plot_training_curves(run, config, results, path, banner=None, subtitle=None,
             if not per_run:
                 continue
             entry = next((m for m in results["models"] if m["id"] == model_id), {})
+            label = series_label({"id": model_id, "variant": variant, "depth": depth})
             column = curve_column(per_run[0])
             if column:
                 curve_names.add(curve_set(config, column.removesuffix("_accuracy")))
@@ -89,14 +95,14 @@ def plot_training_curves(run, config, results, path, banner=None, subtitle=None,
                 return [row["epoch"] + 1 for row in rows], [100 * (1 - row.get(key, float("nan"))) for row in rows]
 
             if len(runs) > 1:
-                group.append(band_series([errors(rows, "accuracy") for rows in per_run], model_id,
+                group.append(band_series([errors(rows, "accuracy") for rows in per_run], label,
                                          f"{legend}, mean of {len(per_run)} seeds",
                                          dashed_per_seed=[errors(rows, column) for rows in per_run]
                                          if column else None))
                 continue
             rows = per_run[0]
             group.append({
-                "label": model_id, "legend": legend,
+                "label": label, "legend": legend,
                 "x": errors(rows, "accuracy")[0], "y": errors(rows, "accuracy")[1],
                 "dashed": errors(rows, column)[1] if column else None,
             })
@@ -130,7 +136,7 @@ def plot_lesions(config, results, path, banner=None, subtitle=None):
     depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
-    plots.lesion([error_percent(m["lesion"]) for m in entries], [m["id"] for m in entries], path=path,
+    plots.lesion([error_percent(m["lesion"]) for m in entries], [series_label(m) for m in entries], path=path,
                  banner=banner, subtitle=_on_test_images(subtitle, config),
                  title=f"Trained depth-{depth} networks: test error with one block removed")
     return True
@@ -150,14 +156,14 @@ def plot_ensemble(config, results, directory, banner=None, subtitle=None):
         plots.block_deletion(
             [error_percent(m["ensemble"]["deletion"]) for m in entries],
             [error_percent(m["ensemble"]["swaps"]) for m in entries],
-            [m["id"] for m in entries], path=directory / "block_deletion.png", banner=banner,
+            [series_label(m) for m in entries], path=directory / "block_deletion.png", banner=banner,
             subtitle=_on_test_images(subtitle, config),
             title=f"Trained depth-{depth} networks: test error with blocks removed or swapped",
         )
         figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
     with_paths = [m for m in entries if "paths" in m["ensemble"]]
     if with_paths:
-        plots.path_gradients([m["ensemble"]["paths"] for m in with_paths], [m["id"] for m in with_paths],
+        plots.path_gradients([m["ensemble"]["paths"] for m in with_paths], [series_label(m) for m in with_paths],
                              path=directory / "paths.png", banner=banner,
                              subtitle=None if subtitle is None else f"{subtitle}; on {PATH_IMAGES} test images")
         figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
@@ -170,7 +176,7 @@ def plot_landscape(config, results, directory, banner=None, subtitle=None):
     if not entries:
         return []
     plots.loss_landscape(
-        [m["landscape"] for m in entries], [m["id"] for m in entries], path=directory / "loss_landscape.png",
+        [m["landscape"] for m in entries], [series_label(m) for m in entries], path=directory / "loss_landscape.png",
         banner=banner, title=f"Trained depth-{depth} networks: the training loss around their weights",
         subtitle=None if subtitle is None else
         f"{subtitle}; {config.landscape_steps} x {config.landscape_steps} points on {config.landscape_images} "

@@ -13,7 +13,6 @@ One job a module:
 from tracks.vision.data.folder import IMAGE_EXTENSIONS, cache_directory, decode_images
 from tracks.vision.data.pipeline import (
     evaluation_batches,
-    make_datasets,
     random_pad_crop_flip,
     training_epochs,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "evaluation_batches",
     "fingerprint",
     "load_vision_data",
-    "make_datasets",
     "make_synthetic_images",
     "normalisation_statistics",
     "parse_source",

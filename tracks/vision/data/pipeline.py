@@ -29,37 +29,8 @@ and tf.data's autotuning off (tracks/common/input_pipeline.py says why).
 
 import numpy as np
 
-from residual_keras._checks import check_int
+from residual_keras.checks import check_int
 from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
-
-
-def make_datasets(
-    data, batch_size, *, augment=True, seed=0, padding=None, eval_drop_remainder=False, epoch=0
-):
-    """(train, val, test) tf.data pipelines of (float32 normalised images, int32 labels).
-
-    Train: the batches of training epoch `epoch` (see `training_epochs`).
-    Val (None when data.x_val is None) and test: the images in order,
-    normalised, not augmented (see `evaluation_batches`).
-
-    Args:
-        data: a `VisionData`.
-        batch_size: int, at most the number of training images.
-        augment: bool. Pad-crop-flip the training batches. Default True.
-        seed: int. Shuffle and augmentation seed. Default 0.
-        padding: int or None. Pixels padded on each side; None is H // 8
-            (4 for 32x32, as He et al.).
-        eval_drop_remainder: bool. Drop a short last val/test batch (keeps
-            one shape under XLA but skips up to batch_size - 1 images).
-            Default False.
-        epoch: int >= 0, the training epoch whose batches `train` holds. Default 0.
-    """
-    train = training_epochs(data, batch_size, augment=augment, seed=seed, padding=padding)(epoch)
-    val = None
-    if data.x_val is not None:
-        val = evaluation_batches(data, data.x_val, data.y_val, batch_size, eval_drop_remainder)
-    test = evaluation_batches(data, data.x_test, data.y_test, batch_size, eval_drop_remainder)
-    return train, val, test
 
 
 def training_epochs(data, batch_size, *, augment=True, seed=0, padding=None):

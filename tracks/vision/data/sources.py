@@ -17,10 +17,11 @@ different data.
 import dataclasses
 import hashlib
 import os
+import pathlib
 
 import numpy as np
 
-from residual_keras._checks import check_int
+from residual_keras.checks import check_int
 from tracks.common import tfds_source
 from tracks.vision.data.folder import _load_folder
 from tracks.vision.data.synthetic import (
@@ -35,6 +36,18 @@ CIFAR10_CLASS_NAMES = (
     "airplane", "automobile", "bird", "cat", "deer",
     "dog", "frog", "horse", "ship", "truck",
 )  # fmt: skip
+
+
+TITLES = {"cifar10": "CIFAR-10", "synthetic": "synthetic images"}
+
+
+def dataset_title(name):
+    """A source name ("cifar10", "folder:/abs/path", "synthetic") as a reader names it, without local paths."""
+    if name in TITLES:
+        return TITLES[name]
+    if str(name).startswith("folder:"):
+        return f"{pathlib.PurePath(str(name)[len('folder:'):]).name} (image folder)"
+    return str(name)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,6 +79,11 @@ class VisionData:
     mean: np.ndarray
     banner: str | None = None
     std: np.ndarray | None = None
+
+    @property
+    def title(self):
+        """The data as a reader names them, without local paths: "CIFAR-10", "cifar10-jpeg (image folder)"."""
+        return dataset_title(self.name)
 
     @property
     def num_classes(self):
@@ -126,9 +144,13 @@ def parse_source(source):
     raise ValueError(f"unknown data source {source!r}; accepted: {', '.join(SOURCE_FORMS)}.")
 
 
+# Where TFDS downloads CIFAR-10 from (its own URL): `prefetch` and the offline check ask it first.
+CIFAR10_HOST = "www.cs.toronto.edu"
+
+
 def cifar10_unavailable_message(directory):
     """One line: why cifar10 cannot be used here, and the ways to get it."""
-    host = tfds_source.DOWNLOAD_HOSTS["cifar10"]
+    host = CIFAR10_HOST
     return (
         f"cifar10 is not prepared in {directory} and {host} is unreachable; "
         f"prepare it where there is network with "
@@ -192,7 +214,7 @@ def load_vision_data(
     banner = None
     if source in ("auto", "cifar10"):
         directory = tfds_source.data_dir(data_dir)
-        status = tfds_source.tfds_status("cifar10", directory, timeout=status_timeout)
+        status = tfds_source.tfds_status("cifar10", CIFAR10_HOST, directory, timeout=status_timeout)
         if status == "unavailable":
             message = cifar10_unavailable_message(directory)
             if source == "cifar10":
@@ -229,7 +251,7 @@ def load_vision_data(
         arrays = _load_folder(source[len("folder:") :], image_size, cache_dir, log)
 
     x_train, y_train, x_test, y_test, class_names = arrays
-    x_train, y_train, x_val, y_val = _split(x_train, y_train, seed, train_size, validation_size)
+    x_train, y_train, x_val, y_val = split_train_validation(x_train, y_train, seed, train_size, validation_size)
     mean, std = normalisation_statistics(x_train)
     return VisionData(
         name=name,
@@ -289,7 +311,7 @@ def stratified_choice(labels, count, rng):
     return np.sort(chosen)
 
 
-def _split(x, y, seed, train_size, validation_size):
+def split_train_validation(x, y, seed, train_size, validation_size):
     """Hold out `validation_size`, then keep `train_size` of the rest."""
     y = np.asarray(y, np.int32)
     needed = validation_size + (train_size or 1)

@@ -15,7 +15,7 @@ from tracks.__main__ import main as tracks_main
 from tracks.exercises.catalogue import EXERCISES
 from tracks.exercises.grader import grade
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 
 # (exercise, what the student did, the line in the solution, the line they wrote, the check that fails, the hint)

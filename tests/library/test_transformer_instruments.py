@@ -117,7 +117,7 @@ def test_a_plain_stack_collapses_through_layernorm_epsilon_at_small_width():
 
 
 # --------------------------------------------------------------------------
-# ReZero identity at init, stream_contributions (from tests/test_diagnostics.py)
+# ReZero identity at init, stream_contributions (from tests/library/test_diagnostics.py)
 # --------------------------------------------------------------------------
 
 VOCAB, LENGTH = 11, 6

@@ -79,7 +79,7 @@ def test_files_saved_here_load_on_the_other_backends(tmp_path, other, channels_f
 
 def _run_on(backend, script, folder):
     """The stdout of `script` run with `folder` as its argument in a new process on `backend`."""
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     env = {**os.environ, "KERAS_BACKEND": backend,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-c", script, str(folder)], env=env, capture_output=True,

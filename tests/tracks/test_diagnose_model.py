@@ -117,3 +117,38 @@ def test_output_index_by_name_on_a_dict_model_and_the_lock_is_released(tmp_path,
     RunDirectory(tmp_path / "run", "vision-diagnose").lock()  # free again: the command released it
     code, _, err = run_cli(vision_main, [*base, "--out", tmp_path / "refused"], capsys)
     assert code == 2 and "2 outputs (0 'aux'" in err and not (tmp_path / "refused").exists()
+
+
+@pytest.mark.parametrize("failure, code, said", [
+    (None, 0, ""),
+    (OSError(28, "No space left on device", "gradient_flow.png"), 2, "gradient_flow.png: No space left on device"),
+    (ValueError("a model of an unknown kind"), 2, "a model of an unknown kind"),
+    (KeyboardInterrupt(), 130, "interrupted; nothing was kept"),
+])
+def test_diagnose_model_releases_its_lock_however_it_ends(tmp_path, capsys, monkeypatch, failure, code, said):
+    """diagnose --model runs through the same command path as training: one line, the lock released."""
+    from tracks.common import instruments
+    from tracks.common.run_dir import RunDirectory
+
+    created = []
+    create = RunDirectory.create.__func__
+
+    def remember(cls, *args, **kwargs):
+        created.append(create(cls, *args, **kwargs))
+        return created[-1]
+
+    def broken(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(RunDirectory, "create", classmethod(remember))
+    if failure is not None:
+        monkeypatch.setattr(instruments, "at_initialisation", broken)
+    path = _save(cifar_resnet(8, width=4, input_shape=(8, 8, 3)), tmp_path / "small.keras")
+    result, _, err = run_cli(vision_main, ["diagnose", "--model", path, "--input-shape", "8,8,3", "--examples", "4",
+                                           "--out", tmp_path / "run"], capsys)
+    assert result == code and said in err, err
+    assert len(created) == 1 and not created[0].locked
+    if failure is None:
+        assert (tmp_path / "run" / "summary.md").exists()
+    else:
+        assert err.count("\n") == 1 and not (tmp_path / "run").exists()  # nothing half-measured is kept

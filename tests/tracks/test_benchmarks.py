@@ -47,7 +47,7 @@ def test_the_benchmark_builds_every_model_config_it_measures():
 
     args = throughput.parse_args(["--models", "chargpt,chargpt-6x384"])
     for name in args.models:
-        config, _, _, units_per_step, unit = throughput._language_setup(name, args)
+        config, _, _, units_per_step, unit = throughput.language_setup(name, args)
         layers, width, heads, block, batch = throughput.LANGUAGE_SHAPES[name]
         assert (config.depths, config.embed_dim, config.num_heads) == ((layers,), width, heads)
         assert (units_per_step, unit) == (batch * block, "tokens")

@@ -155,6 +155,7 @@ def test_resume_refuses_a_vision_run_and_sample_refuses_an_unfinished_one(tmp_pa
     assert code == 2 and "no best_model.keras" in err
 
 
+@pytest.mark.slow  # the path is in test_track_contract.py; these are the smoke grid's numbers
 def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     argv = ["diagnose", "--preset", "smoke", "--data", "pydoc", "--out", tmp_path / "diag"]
     code, _, err = run_cli(main, argv, capsys)
@@ -171,7 +172,7 @@ def test_the_quick_presets_warmup_comparison_follows_the_variants_chosen():
     """The collapse demo, `diagnose --variants pre,plain ...` on the quick preset, is not refused for post."""
     from tracks.common.config import config_from_args
     from tracks.language.presets import PRESETS, LanguageConfig
-    from tracks.common.cli import train_parser
+    from tracks.common.options import train_parser
 
     parser = train_parser("python -m tracks.language", "", LanguageConfig, PRESETS, "quick")
     config = config_from_args(parser.parse_args(["--variants", "pre,plain"]), PRESETS, LanguageConfig)

@@ -7,7 +7,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat", reason="the test extra installs nbformat, nbclient and ipykernel")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
 
 
 @pytest.mark.parametrize("name", ["vision.ipynb", "language.ipynb"])

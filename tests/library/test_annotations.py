@@ -8,10 +8,7 @@ import pytest
 import residual_keras as rk
 
 
-@pytest.fixture(autouse=True)
-def _seeded_and_clean():
-    """Replaces conftest's per-test Keras reset (about 0.2 s each): nothing here builds a model."""
-    yield
+pytestmark = pytest.mark.no_keras_reset  # nothing here builds a model: no per-test Keras reset
 
 
 PUBLIC = [getattr(module, name) for module in (rk, rk.plots) for name in module.__all__

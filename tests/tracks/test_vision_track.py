@@ -280,6 +280,7 @@ def test_bad_folders_and_foreign_resume_dirs(tmp_path, capsys):
     assert json.loads((foreign / "config.json").read_text()) == {"track": "language"}
 
 
+@pytest.mark.slow  # the path is in test_track_contract.py; these are the smoke grid's numbers
 def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     argv = ["diagnose", "--data", "synthetic", "--depths", "8,14", "--width", "4",
             "--variants", "plain,residual,zero-gamma", "--out", tmp_path / "diag"]

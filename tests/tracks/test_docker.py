@@ -35,7 +35,7 @@ import pytest
 from docker.utils.build import exclude_paths
 from dockerfile_parse import DockerfileParser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 
@@ -63,10 +63,7 @@ def build_context(root):
     return exclude_paths(str(root), patterns)
 
 
-@pytest.fixture(autouse=True)
-def _seeded_and_clean():
-    """Replaces conftest's per-test Keras reset (about 0.2 s each): nothing here touches Keras."""
-    yield
+pytestmark = pytest.mark.no_keras_reset  # nothing here builds a model: no per-test Keras reset
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-PYPROJECT = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 OURS = ["residual_keras", "residual_keras.models", "residual_keras.diagnostics._blocks", "tracks",
         "tracks.vision.data.pipeline", "tracks.language.pipeline", "benchmarks.throughput", "scripts.doc_numbers"]

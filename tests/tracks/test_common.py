@@ -17,7 +17,7 @@ import pytest
 import keras
 import tensorflow as tf
 from track_helpers import Killed, snapshot
-from tracks.common.cli import train_parser
+from tracks.common.options import train_parser
 from tracks.common.config import ConfigError, config_from_args, config_from_dict, write_json
 from tracks.common.run_dir import RunDirectory, RunFileError
 from tracks.common.runtime import check_strategy
@@ -45,7 +45,7 @@ class ToyConfig:
 
 
 PRESETS = {"a": ToyConfig(), "b": ToyConfig(preset="b", rate=0.5, size=7)}
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _parse(argv):
@@ -229,18 +229,6 @@ def test_checkpoints_restore_weights_and_optimizer_and_survive_damage(tmp_path):
         checkpoints.restore(_tiny_model(), lines.append)
 
 
-def test_a_backup_of_keras_backup_and_restore_is_resumed(tmp_path):
-    """Runs started before this module's checkpoints used keras.callbacks.BackupAndRestore."""
-    model = _tiny_model()
-    backup = tmp_path / "m"
-    model.fit(_epoch_data(0), epochs=2, verbose=0,
-              callbacks=[keras.callbacks.BackupAndRestore(str(backup), delete_checkpoint=False)])
-    assert Checkpoints(backup).restore(_tiny_model(), print) == 2
-    (backup / "training_metadata.json").write_text("{\"epo")
-    with pytest.raises(RunFileError, match="training_metadata.json is damaged"):
-        Checkpoints(backup).restore(_tiny_model(), print)
-
-
 def test_resume_after_a_kill_between_row_and_checkpoint_equals_an_uninterrupted_fit(tmp_path, monkeypatch):
     whole = RunDirectory.create("toy", ToyConfig(), out=tmp_path / "whole")
     keras.utils.set_random_seed(0)
@@ -348,7 +336,8 @@ def test_run_grid_skips_finished_models_records_each_and_then_drops_its_backup(t
         first_weights.append(keras.random.uniform((3,)).numpy())
         run.backup_dir(spec.id).mkdir(parents=True)
         assert run.backup_dir(spec.id).is_dir()
-        return {"id": spec.id, "seconds": 0.5, "diverged_epoch": 1 if spec.id == "c" else None}
+        return {"id": spec.id, "seconds": 0.5, "diverged": spec.id == "c",
+                "diverged_at": "epoch 2" if spec.id == "c" else None}
 
     lines = []
     results = run_grid(run, [Spec("a"), Spec("b"), Spec("c")], train_one, log=lines.append, seed=7)
@@ -373,8 +362,9 @@ def test_run_grid_keeps_the_backup_of_a_model_whose_result_is_not_recorded(tmp_p
 
 
 def test_outcome_lines_and_throughput():
-    assert describe_outcome({"diverged": False, "diverged_epoch": None}) == "done"
-    assert describe_outcome({"diverged": True, "diverged_epoch": 0}) == "diverged at epoch 1"
-    assert describe_outcome({"diverged": True, "diverged_step": 500}) == "diverged at step 500"
+    assert describe_outcome({"diverged": False, "diverged_at": None}) == "done"
+    assert describe_outcome({"diverged": True, "diverged_at": "epoch 1"}) == "diverged at epoch 1"
+    assert describe_outcome({"diverged": True, "diverged_at": "step 500"}) == "diverged at step 500"
+    assert describe_outcome({"diverged": True}) == "diverged"  # where is not known
     history = [{"seconds": 10.0}, {"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 4.0}]
     assert throughput(history, 100) == pytest.approx(50.0)

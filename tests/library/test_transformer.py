@@ -1,7 +1,7 @@
 """TransformerBlock: the Pre-LN / Post-LN / ReZero residual, its plain twin, causality, precision, depth.
 
 Masks, returned scores, keras-hub's conventions and the fused attention
-path: tests/test_attention.py.
+path: tests/library/test_attention.py.
 """
 
 import math

@@ -20,7 +20,7 @@ import pytest
 
 from tracks.common.training import read_metrics_rows
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARGV = ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--variants", "fixup,residual",
         "--train-size", "128"]
 

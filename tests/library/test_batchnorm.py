@@ -153,10 +153,10 @@ def test_a_model_saves_and_loads_with_identical_predictions(tmp_path):
 
 def test_files_saved_with_keras_batchnorm_still_load(tmp_path, monkeypatch):
     """A .keras file from before the library had its own BatchNorm: Keras' layers in the stem and the blocks."""
-    from residual_keras import _conv_layers, models
+    from residual_keras import batchnorm
 
-    monkeypatch.setattr(_conv_layers, "BatchNormalization", keras.layers.BatchNormalization)
-    monkeypatch.setattr(models, "BatchNormalization", keras.layers.BatchNormalization)
+    # Every block, shortcut and stem builds batchnorm.BatchNormalization when it is built.
+    monkeypatch.setattr(batchnorm, "BatchNormalization", keras.layers.BatchNormalization)
     old = _trained_once(cifar_resnet(8, width=4, shortcut="B"))
     assert type(old.get_layer("stage1_block1").norm1) is keras.layers.BatchNormalization
     old.save(tmp_path / "old.keras")

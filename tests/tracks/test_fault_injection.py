@@ -26,12 +26,13 @@ import tensorflow as tf
 from tracks.common.run_dir import RunDirectory
 from tracks.common.training import Checkpoints, fit_with_backup, read_metrics_rows
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # tests/: fault_runner.py
 ROOT = TESTS.parent
 
 
 def _env():
-    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    here = Path(__file__).resolve().parent  # this module, which the subprocess imports too
+    path = os.pathsep.join([str(ROOT), str(TESTS), str(here), os.environ.get("PYTHONPATH", "")])
     return {**os.environ, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 

@@ -148,10 +148,11 @@ def test_scientific_formatting_keeps_tiny_and_huge_numbers_readable():
 
 def test_diverged_models_are_named_with_when():
     results = _language({("post", 4, 0): "diverged", ("pre", 4, 0): 1.88})
-    results["models"][0]["diverged_step"] = 500
+    results["models"][0]["diverged_at"] = "step 500"
     found = language.language_findings(results, ("pre", "post"))[0]
     assert found.title == "Diverged" and "post-4-warmup0 (step 500)" in found.text
-    vision_results = _vision({("fixup", 44): None}, extra={("fixup", 44): {"diverged": True, "diverged_epoch": 2}})
+    vision_results = _vision({("fixup", 44): None}, extra={("fixup", 44): {"diverged": True, "diverged_epoch": 2,
+                                                                       "diverged_at": "epoch 3"}})
     assert "fixup-44 (epoch 3)" in vision.vision_findings(vision_results, ("fixup",))[0].text
     assert vision.vision_findings(_vision({("plain", 8): 0.4}), ("plain",))[0] is None
 

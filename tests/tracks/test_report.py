@@ -2,18 +2,20 @@
 
 import pytest
 
-from tracks.common.report import dataset_title
+from tracks.language.data import dataset_title as text_title
+from tracks.vision.data.sources import dataset_title as image_title
 from tracks.vision.report import error_percent
 
 
-@pytest.mark.parametrize("name, title", [
-    ("cifar10", "CIFAR-10"),
-    ("synthetic", "synthetic images"),
-    ("folder:/home/student/data/cifar10-jpeg", "cifar10-jpeg (image folder)"),
-    ("text:/home/student/input.txt", "input.txt (text file)"),
-    ("tiny_shakespeare", "Tiny Shakespeare"),
+@pytest.mark.parametrize("dataset_title, name, title", [
+    (image_title, "cifar10", "CIFAR-10"),
+    (image_title, "synthetic", "synthetic images"),
+    (image_title, "folder:/home/student/data/cifar10-jpeg", "cifar10-jpeg (image folder)"),
+    (text_title, "text:/home/student/input.txt", "input.txt (text file)"),
+    (text_title, "tiny_shakespeare", "Tiny Shakespeare"),
+    (text_title, "pydoc", "Python's documentation"),
 ])
-def test_dataset_titles_name_the_data_not_the_machine(name, title):
+def test_dataset_titles_name_the_data_not_the_machine(dataset_title, name, title):
     assert dataset_title(name) == title
     assert "/home" not in dataset_title(name)
 

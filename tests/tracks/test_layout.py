@@ -1,0 +1,101 @@
+"""The package's layering, checked on the source: what the file list and docs/architecture.md promise.
+
+- No module imports (or reaches through an attribute) a `_private` name of
+  another top-level package: residual_keras, tracks, tests, benchmarks,
+  scripts and solutions use each other's public names only.
+- tracks/common names no track and no track's data set: a track tells it
+  everything through its `Track` (tracks/common/track.py).
+- Each track's `__main__.py` is a few lines: the track lives in its track.py.
+"""
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+pytestmark = pytest.mark.no_keras_reset  # nothing here builds a model
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGES = ("residual_keras", "tracks", "benchmarks", "scripts", "solutions", "tests")
+TRACKS = sorted(path.parent.name for path in (ROOT / "tracks").glob("*/track.py") if path.parent.name != "common")
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _sources():
+    for package in PACKAGES:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def _top(module):
+    return module.split(".")[0]
+
+
+def private_uses(path):
+    """["line N: what"] for every private name of another top-level package that `path` uses."""
+    own = path.relative_to(ROOT).parts[0]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found, modules = [], set()  # names bound to our modules of other packages
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _top(alias.name) in PACKAGES and _top(alias.name) != own:
+                    if any(_private(part) for part in alias.name.split(".")):
+                        found.append(f"line {node.lineno}: import {alias.name}")
+                    modules.add(alias.asname or _top(alias.name))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if _top(node.module) not in PACKAGES or _top(node.module) == own:
+                continue
+            if any(_private(part) for part in node.module.split(".")):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+                modules.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in modules:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_checker_finds_private_names_of_other_packages(tmp_path, monkeypatch):
+    probe = ROOT / "tests" / "_layout_probe.py"
+    probe.write_text("from residual_keras.diagnostics._blocks import outermost_blocks\n"
+                     "from tracks.vision.data import sources as vision_sources\n"
+                     "import residual_keras as rk\n"
+                     "from tracks.common.run_dir import RunDirectory\n"
+                     "x = vision_sources._split\nrk.plots._style\nRunDirectory.create\n")
+    try:
+        found = private_uses(probe)
+    finally:
+        probe.unlink()
+    assert found == ["line 1: from residual_keras.diagnostics._blocks import ...",
+                     "line 5: vision_sources._split", "line 6: rk.plots._style"]
+
+
+def test_no_module_uses_a_private_name_of_another_package():
+    found = {str(path.relative_to(ROOT)): uses for path in _sources() if (uses := private_uses(path))}
+    assert not found, f"private names of other packages: {found}"
+
+
+def test_tracks_common_names_no_track_and_no_data_set():
+    names = "|".join([*TRACKS, "cifar", "shakespeare", "pydoc", "spirals"])
+    found = [f"{path.name}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "tracks" / "common").glob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(rf"\b({names})\b", line, re.IGNORECASE)]
+    assert not found, "tracks/common knows about tracks:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("track", TRACKS)
+def test_each_track_main_is_a_few_lines(track):
+    lines = (ROOT / "tracks" / track / "__main__.py").read_text().splitlines()
+    assert len(lines) <= 14, f"tracks/{track}/__main__.py has {len(lines)} lines: the track belongs in track.py"
+    assert f"from tracks.{track}.track import TRACK" in lines

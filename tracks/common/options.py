@@ -1,0 +1,99 @@
+"""The command line of a training run: every config option, with the preset's value in --help.
+
+`train_parser` builds the parser `train` and `diagnose` share; its options
+default to None so that "not given" stays visible (`config_from_args` fills
+them from the preset, `--resume` refuses them).
+"""
+
+import argparse
+import dataclasses
+import sys
+
+from tracks.common.config import add_config_options, option_name
+
+# Options that say how or where a run computes, not what it computes: given
+# with --resume they apply (another machine, another number of GPUs). Every
+# other option comes from the run's config.json.
+APPLIED_ON_RESUME = ("data_dir", "xla", "strategy", "steps_per_execution")
+
+
+class _PresetParser(argparse.ArgumentParser):
+    """An ArgumentParser whose --help gives every config option's value in the chosen preset.
+
+    The options default to None (so that "not given" is visible to
+    `config_from_args`); their effective defaults come from the preset named
+    by `--preset` on the same command line (or the track's default preset),
+    so the help is completed just before parsing.
+    """
+
+    def setup_preset_help(self, config_cls, presets):
+        self._presets = presets
+        fields = {field.name for field in dataclasses.fields(config_cls) if field.metadata.get("cli") is not False}
+        self._config_actions = [action for action in self._actions if action.dest in fields]
+        self._base_help = {action.dest: action.help or "" for action in self._config_actions}
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        preset = _preset_named_in(argv) or self.get_default("default_preset")
+        if preset in getattr(self, "_presets", {}):
+            config = self._presets[preset]
+            for action in self._config_actions:
+                value = _shown(getattr(config, action.dest)).replace("%", "%%")
+                action.help = f"{self._base_help[action.dest]} [{preset}: {value}]".strip()
+        return super().parse_known_args(argv, namespace)
+
+
+def _preset_named_in(argv):
+    """The value of --preset in `argv`, or None."""
+    for index, item in enumerate(argv):
+        if item == "--preset" and index + 1 < len(argv):
+            return argv[index + 1]
+        if item.startswith("--preset="):
+            return item.split("=", 1)[1]
+    return None
+
+
+def _shown(value):
+    """A config value as it would be typed on the command line."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
+
+
+def train_parser(prog, description, config_cls, presets, default_preset, epilog=None):
+    parser = _PresetParser(
+        prog=prog, description=description, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--preset", default=None,
+        help=f"starting values for every option ({', '.join(presets)}; default: {default_preset}); "
+             "options given on the command line override them",
+    )
+    parser.set_defaults(default_preset=default_preset)
+    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--out", default=None, help="run directory to create (default: runs/<track>-<timestamp>)")
+    parser.add_argument(
+        "--resume", default=None, metavar="RUN_DIR",
+        help="continue an interrupted run: finished models are skipped, the one in training "
+             "resumes from its last epoch; the run's own config.json is used (of the other "
+             f"options only {', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given)",
+    )
+    add_config_options(parser, config_cls)
+    parser.setup_preset_help(config_cls, presets)
+    return parser
+
+
+def version_line():
+    """'residual-keras 0.1.0 (keras 3.15.1, tensorflow 2.21.0)' for --version."""
+    import keras
+    import tensorflow as tf
+
+    from residual_keras import __version__
+
+    return f"residual-keras {__version__} (keras {keras.__version__}, tensorflow {tf.__version__})"
+
+
+__all__ = ["APPLIED_ON_RESUME", "train_parser", "version_line"]

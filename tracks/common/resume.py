@@ -1,0 +1,112 @@
+"""A new run or a resumed one, checked before anything is written.
+
+`start_or_resume` does everything that can fail on bad input first (the
+options, the strategy's requirements, loading the data, the resumed run's
+config and data fingerprint) and only then creates or locks the run.
+`--resume RUN` continues RUN with its own config.json; only the options of
+`APPLIED_ON_RESUME` (how a run computes, not what) may be given with it, and
+the data must be those the run was trained on.
+"""
+
+import dataclasses
+import os
+
+from tracks.common.config import ConfigError, config_from_args, given_options, option_name
+from tracks.common.console import log
+from tracks.common.options import APPLIED_ON_RESUME
+from tracks.common.run_dir import RunDirectory
+
+
+def resolve_config(args, run_name, config_cls, presets):
+    """(config, run or None, recorded data fingerprint or None).
+
+    A new run: the preset plus the options given. `--resume RUN`: RUN's own
+    config (RUN is locked), with the options of `APPLIED_ON_RESUME` applied;
+    any other option is refused before anything is read or written.
+    """
+    if not args.resume:
+        return config_from_args(args, presets, config_cls), None, None
+    if args.out is not None:
+        raise ConfigError("--out and --resume cannot be combined: a resumed run stays in its directory")
+    given = given_options(args, config_cls)
+    refused = (["--preset"] if args.preset is not None else []) + [
+        option_name(name) for name in given if name not in APPLIED_ON_RESUME
+    ]
+    if refused:
+        raise ConfigError(
+            f"--resume continues {args.resume} with its own config.json; {', '.join(refused)} cannot "
+            f"change there (leave them out, or start a new run with --out); only "
+            f"{', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given"
+        )
+    run, config, recorded = RunDirectory.resume(run_name, args.resume, config_cls)
+    if given:
+        try:
+            config = dataclasses.replace(config, **given)
+        except (TypeError, ValueError) as error:
+            run.release()
+            raise ConfigError(str(error)) from None
+        log("resume: applying " + ", ".join(f"{option_name(name)} {value}" for name, value in given.items())
+            + " (how the run computes, not what it computes; written to config.json)")
+    return config, run, recorded
+
+
+def start_or_resume(track, args, *, run_name=None, reuse_hint=None):
+    """Everything that can fail on bad input, then the run directory: (config, run, data).
+
+    Nothing is written before the options, the strategy, the data and (for
+    `--resume`) the run's data fingerprint have been checked.
+
+    Args:
+        track: the `Track` (its config, presets and data).
+        args: the parsed `train_parser` options.
+        run_name: the name written to config.json and the default directory's
+            prefix (default: the track's name; "<name>-diagnose" for diagnose).
+        reuse_hint: what the error for a non-empty --out suggests.
+
+    Raises:
+        ConfigError, ValueError, OSError: one line for the user; no run is left locked.
+    """
+    from tracks.common.runtime import check_strategy
+
+    run_name = run_name or track.name
+    config, run, recorded = resolve_config(args, run_name, track.config_cls, track.presets)
+    try:
+        check_strategy(config.strategy)
+        config = dataclasses.replace(config, data=track.parse_source(config.data))
+        if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
+            config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
+        data = track.load_data(config, recorded.get("source") if recorded else None)
+        track.check(config, data)
+        actual = {**track.fingerprint(data), "banner": data.banner}
+        if run is None:
+            kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
+            return config, RunDirectory.create(run_name, config, out=args.out, data_fingerprint=actual,
+                                               **kwargs), data
+        if recorded is None:
+            log(f"{run.config_path} records no data fingerprint: the data cannot be checked; "
+                f"recording the data used from now on")
+        else:
+            refuse_other_data(run, recorded, actual)
+            data = dataclasses.replace(data, banner=recorded.get("banner"))
+            actual["banner"] = data.banner
+        run.update_config(config, actual)
+        return config, run, data
+    except BaseException:
+        if run is not None:
+            run.release()
+        raise
+
+
+def refuse_other_data(run, recorded, actual):
+    """`ConfigError` when the data found now differ from those a run was trained on."""
+    keys = [*recorded, *(key for key in actual if key not in recorded)]  # source, sizes, then the hash
+    for key in (key for key in keys if key != "banner"):
+        if recorded.get(key) != actual.get(key):
+            raise ConfigError(
+                f"--resume {run.path}: the data differ from those the run was trained on "
+                f"({key}: {str(recorded.get(key))[:80]} then, {str(actual.get(key))[:80]} now); "
+                f"restore those data (config.json's data_fingerprint describes them) or start a new run"
+            )
+
+
+__all__ = ["refuse_other_data", "resolve_config", "start_or_resume"]

@@ -1,0 +1,88 @@
+"""`python -m tracks.language sample RUN_DIR`: text from a finished run's best model."""
+
+import argparse
+
+from tracks.common.console import fail
+from tracks.common.run_dir import RunFileError, describe_os_error, read_json
+
+
+def check_prompt(vocab, prompt):
+    """`ValueError` for a prompt with characters the vocabulary does not know."""
+    unknown = vocab.unknown_characters(prompt)
+    if unknown:
+        raise ValueError(
+            f"the prompt {prompt!r} has characters the model's vocabulary does not know: "
+            f"{unknown!r}"
+        )
+
+
+def sample_command(track, argv):
+    """`python -m tracks.language sample RUN_DIR`: generate from the run's best model."""
+    parser = argparse.ArgumentParser(prog=f"{track.prog} sample",
+                                     description="Generate text from a run's best_model.keras.")
+    parser.add_argument("run_dir", help="a finished language run directory")
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--num-chars", type=int, default=300, help="characters to generate")
+    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely")
+    parser.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    args = parser.parse_args(argv)
+    import pathlib
+
+    import keras
+
+    from residual_keras import generate
+    from tracks.language.vocabulary import CharVocabulary
+
+    run_dir = pathlib.Path(args.run_dir)
+    model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"
+    if not model_path.exists() or not vocab_path.exists():
+        return fail(not_sampleable(run_dir, track.prog))
+    try:
+        vocab = CharVocabulary.load(vocab_path)
+    except ValueError as error:  # names the file
+        return fail(f"{error}; {track.prog} --resume {run_dir} writes it again")
+    except OSError as error:
+        return fail(f"{describe_os_error(error)}; {track.prog} --resume {run_dir} writes it again")
+    try:
+        check_prompt(vocab, args.prompt)
+        prompt = vocab.encode(args.prompt)
+        if args.num_chars < 0:
+            raise ValueError(f"--num-chars must be >= 0, got {args.num_chars}")
+    except ValueError as error:
+        return fail(str(error))
+    try:
+        model = keras.saving.load_model(model_path)
+    except Exception as error:  # a damaged zip, a foreign file: Keras raises many kinds
+        return fail(f"{model_path} cannot be loaded ({type(error).__name__}); it is damaged: "
+                    f"restore it from a copy or train the run again")
+    try:
+        ids = generate(model, prompt, args.num_chars, temperature=args.temperature,
+                       top_k=args.top_k, seed=args.seed)
+    except ValueError as error:
+        return fail(str(error))
+    print(args.prompt + vocab.decode(ids[len(prompt):]))
+    return 0
+
+
+def not_sampleable(run_dir, prog):
+    """Why a directory without best_model.keras has nothing to sample from."""
+    results_path = run_dir / "results.json"
+    if not results_path.exists():
+        return f"{run_dir} has no best_model.keras and vocab.json: not a finished language run"
+    try:
+        models = read_json(results_path, "")["models"]
+    except (RunFileError, TypeError, KeyError):
+        return f"{run_dir} has no best_model.keras, and its results.json is damaged"
+    seed_runs = sorted(path.name for path in run_dir.glob("seed-*") if (path / "best_model.keras").exists())
+    if seed_runs:
+        return (f"{run_dir} is a run over several seeds: each seed's run has its own best model; sample "
+                f"from one of them, e.g. {prog} sample {run_dir / seed_runs[0]}")
+    if models and all(isinstance(m, dict) and m.get("diverged") for m in models):
+        return (f"every model of {run_dir} diverged ({len(models)} of {len(models)}): there is no "
+                f"trained model to sample from; try a lower --learning-rate or warmup")
+    return (f"{run_dir} has no best_model.keras yet ({len(models)} models finished): not a finished "
+            f"language run; continue it with {prog} --resume {run_dir}")
+
+
+__all__ = ["check_prompt", "not_sampleable", "sample_command"]

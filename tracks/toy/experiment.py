@@ -1,0 +1,114 @@
+"""One toy model: an MLP of `depth` layers, plain or residual, trained on the spirals.
+
+Each of the `depth` layers is `LayerNorm -> Dense(width) -> ReLU` (the
+LayerNorm without weights of its own: half the variables to trace); the
+residual net adds each layer's input back (`rk.Residual`), the plain net does
+not: the same weights, only the shortcut differs, as in He et al.'s Figure 6
+(where both nets have BatchNorm). A 2 -> width input layer and a width -> 2
+classifier sit around the stack.
+"""
+
+import dataclasses
+import time
+
+import keras
+import numpy as np
+
+import residual_keras as rk
+from tracks.common.instruments import dynamics_summary, jsonable
+from tracks.common.training import fit_with_backup
+
+# The decision boundary is drawn from the model's P(class 1) on this grid over [-LIMIT, LIMIT]^2.
+BOUNDARY_POINTS = 41
+LIMIT = 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class ToySpec:
+    variant: str
+    depth: int
+
+    @property
+    def id(self):
+        return f"{self.variant}-{self.depth}"
+
+
+def grid(config):
+    return [ToySpec(variant, depth) for depth in sorted(config.depths) for variant in config.variants]
+
+
+def build_model(config, spec):
+    inputs = keras.Input((2,), name="point")
+    x = keras.layers.Dense(config.width, name="embed")(inputs)
+    for index in range(spec.depth):
+        branch = keras.Sequential([keras.layers.LayerNormalization(center=False, scale=False),
+                                   keras.layers.Dense(config.width, activation="relu")], name=f"layer{index}")
+        x = rk.Residual(branch, residual=spec.variant == "residual", name=f"block{index}")(x)
+    logits = keras.layers.Dense(2, name="classifier")(x)
+    return keras.Model(inputs, logits, name=spec.id.replace("-", "_"))
+
+
+def instrument_batch(config, data):
+    return data.x_train[:config.instrument_points], data.y_train[:config.instrument_points]
+
+
+def epochs_of(config, data):
+    """epoch -> the finite dataset of that epoch: `steps_per_epoch` batches, shuffled by (seed, epoch)."""
+    import tensorflow as tf
+
+    def epoch_data(epoch):
+        rng = np.random.default_rng([config.seed, epoch])
+        order = np.concatenate([rng.permutation(len(data.y_train))
+                                for _ in range(-(-config.steps_per_epoch * config.batch_size // len(data.y_train)))])
+        order = order[:config.steps_per_epoch * config.batch_size]
+        return tf.data.Dataset.from_tensor_slices((data.x_train[order], data.y_train[order])).batch(config.batch_size)
+
+    return epoch_data
+
+
+def boundary(model):
+    """P(class 1) of the model on the BOUNDARY_POINTS x BOUNDARY_POINTS grid, rounded (rows: y, columns: x)."""
+    axis = np.linspace(-LIMIT, LIMIT, BOUNDARY_POINTS, dtype="float32")
+    grid_x, grid_y = np.meshgrid(axis, axis)
+    points = np.stack([grid_x.ravel(), grid_y.ravel()], axis=1)
+    logits = model.predict(points, batch_size=len(points), verbose=0)
+    probability = keras.ops.convert_to_numpy(keras.ops.softmax(logits))[:, 1]
+    return np.round(probability.reshape(grid_x.shape), 3).tolist()
+
+
+def train_one(config, spec, runtime, data, epoch_data, run, log):
+    """Trains one grid point; returns its results entry (losses, boundary, lesion, dynamics)."""
+    with runtime.strategy.scope():
+        model = build_model(config, spec)
+        model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                      jit_compile=runtime.xla, steps_per_execution=config.steps_per_execution)
+    params = rk.count_trainable_params(model)
+    log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {config.steps_per_epoch} steps")
+    x, y = instrument_batch(config, data)
+    dynamics = rk.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
+    start = time.perf_counter()
+    outcome = fit_with_backup(model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
+                              extra_callbacks=[dynamics], log=log, verbose=0)
+    diverged = outcome["diverged_epoch"]
+    entry = {
+        "id": spec.id, "variant": spec.variant, "depth": spec.depth, "params": params,
+        "diverged": diverged is not None,
+        "diverged_at": None if diverged is None else f"epoch {diverged + 1}",
+        "train_loss": None, "train_accuracy": None, "test_accuracy": None,
+        "dynamics": dynamics_summary(rk.TrainingDynamics.read_csv(dynamics.path)),
+        "fit_seconds": outcome["seconds"], "dynamics_seconds": dynamics.seconds,
+    }
+    if diverged is None:
+        # The whole training set once more at the end (the last epoch's running mean lags the weights).
+        final = model.evaluate(data.x_train, data.y_train, batch_size=len(data.y_train), verbose=0, return_dict=True)
+        test = model.evaluate(data.x_test, data.y_test, batch_size=len(data.y_test), verbose=0, return_dict=True)
+        entry.update(train_loss=final["loss"], train_accuracy=final["accuracy"], test_accuracy=test["accuracy"],
+                     boundary=boundary(model))
+        if spec.depth == max(config.depths):
+            entry["lesion"] = jsonable(rk.lesion(model, (data.x_test, data.y_test), metric="accuracy",
+                                                 batch_size=len(data.y_test)))
+    entry["seconds"] = time.perf_counter() - start
+    log(f"{spec.id}: training loss {entry['train_loss'] if entry['train_loss'] is not None else 'NaN'}")
+    return jsonable(entry)

@@ -1,0 +1,204 @@
+"""The toy run's report: training loss against depth, the decision boundaries, what the instruments saw.
+
+- loss_curves.png: training loss per epoch, plain left, residual right (colour = depth);
+- boundaries.png: each trained net's P(class 1) over the plane, with the training points;
+- lesion.png, dynamics.png and the plots at initialisation (tracks/common/instruments.py);
+- summary.md: the table, the findings computed from it, the figures.
+"""
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from residual_keras import plots
+from tracks.common.findings import Finding, finding_lines
+from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table, instrument_figures, plot_dynamics
+from tracks.common.report import banner_markdown, format_value, markdown_table, run_ending
+from tracks.common.seeds import band_series, combine_findings, spread_cell, write_seeds_results, write_seeds_summary
+from tracks.common.training import read_metrics_rows
+from tracks.toy.experiment import LIMIT
+
+# A deeper plain net "degrades" when its final training loss is this much above the shallowest plain net's.
+DEGRADATION_NATS = 0.1
+
+
+def series_label(entry):
+    return plots.Label(entry["id"], entry["variant"], entry["depth"])
+
+
+def plot_loss_curves(config, results, path, runs, subtitle=None):
+    """loss_curves.png: training loss per epoch, one panel per variant (mean +- std with several runs)."""
+    panels = []
+    for variant in config.variants:
+        group = []
+        for entry in sorted((m for m in results["models"] if m["variant"] == variant), key=lambda m: m["depth"]):
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry["id"])) for r in runs) if rows]
+            if not per_run:
+                continue
+            curves = [([row["epoch"] + 1 for row in rows], [row.get("loss", float("nan")) for row in rows])
+                      for rows in per_run]
+            legend = f"{entry['depth']} layers" + (" (diverged)" if entry.get("diverged") else "")
+            if len(runs) > 1:
+                group.append(band_series(curves, series_label(entry), f"{legend}, mean of {len(per_run)} seeds"))
+            else:
+                group.append({"label": series_label(entry), "legend": legend, "x": curves[0][0], "y": curves[0][1]})
+        panels.append((f"{variant} MLPs", group))
+    plots.curves(panels, xlabel="epoch", ylabel="training loss (nats)", bottom=0, path=path, subtitle=subtitle,
+                 note="band: ± 1 std over the seeds" if len(runs) > 1 else None,
+                 title="Two spirals: training loss of plain and residual MLPs")
+
+
+def plot_boundaries(config, results, data, path, subtitle=None):
+    """boundaries.png: P(class 1) of every trained net, rows = variants, columns = depths."""
+    depths, variants = sorted(config.depths), list(config.variants)
+    figure = Figure(figsize=(2.6 * len(depths) + 0.8, 2.6 * len(variants) + 0.9), layout="constrained")
+    axes = figure.subplots(len(variants), len(depths), squeeze=False)
+    figure.suptitle("Decision boundaries after training: P(class 1); training points on top (yellow: class 1)"
+                    + (f"\n{subtitle}" if subtitle else ""), fontsize="medium")
+    by_id = {entry["id"]: entry for entry in results["models"]}
+    image = None
+    for row, variant in enumerate(variants):
+        for column, depth in enumerate(depths):
+            axis, entry = axes[row][column], by_id.get(f"{variant}-{depth}", {})
+            axis.set_xticks([])
+            axis.set_yticks([])
+            if entry.get("boundary") is not None:
+                image = axis.imshow(np.asarray(entry["boundary"], dtype=float), origin="lower", cmap="RdBu_r",
+                                    vmin=0, vmax=1, extent=(-LIMIT, LIMIT, -LIMIT, LIMIT), interpolation="bilinear")
+                axis.set_title(f"{variant}-{depth}: loss {entry['train_loss']:.2f}", fontsize="small")
+            else:
+                axis.set_title(f"{variant}-{depth}: {'diverged' if entry.get('diverged') else 'not trained'}",
+                               fontsize="small")
+            axis.scatter(data.x_train[:, 0], data.x_train[:, 1], s=4, edgecolors="none",
+                         c=np.where(data.y_train == 1, "#FFD21F", "black"))  # class 1 yellow, class 0 black
+            axis.set_xlim(-LIMIT, LIMIT)
+            axis.set_ylim(-LIMIT, LIMIT)
+    if image is not None:
+        figure.colorbar(image, ax=axes, shrink=0.8, label="P(class 1)")
+    figure.savefig(path, dpi=110)
+
+
+def results_table(results):
+    rows = []
+    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
+        rows.append([entry["variant"], entry["depth"], format_value(entry["params"], "int"),
+                     format_value(entry.get("train_loss")), format_value(entry.get("train_accuracy"), "percent"),
+                     format_value(entry.get("test_accuracy"), "percent"),
+                     f"diverged at {entry['diverged_at']}" if entry.get("diverged") else "ok",
+                     format_value(entry.get("seconds"), "seconds")])
+    return ["variant", "layers", "parameters", "train loss", "train accuracy", "test accuracy", "status",
+            "time"], rows
+
+
+def _losses(results, variant):
+    return {m["depth"]: m["train_loss"] for m in results["models"]
+            if m["variant"] == variant and m.get("train_loss") is not None}
+
+
+def degradation(results):
+    """The deepest plain net fits its training points worse than the shallowest (He et al.'s degradation)."""
+    losses = _losses(results, "plain")
+    if len(losses) < 2:
+        return None
+    shallow, deep = min(losses), max(losses)
+    margin = losses[deep] - losses[shallow] - DEGRADATION_NATS
+    return Finding(
+        "Degradation", margin > 0,
+        f"the plain {deep}-layer MLP ends with training loss {losses[deep]:.3f}, the plain {shallow}-layer one "
+        f"with {losses[shallow]:.3f} (degraded: more than {DEGRADATION_NATS} nats higher). More layers can "
+        f"only fit better in principle, so a higher training loss is an optimisation failure, not overfitting.",
+        margin)
+
+
+def residual_trains_at_depth(results):
+    """At the deepest depth the residual net's training loss is below the plain net's."""
+    plain, residual = _losses(results, "plain"), _losses(results, "residual")
+    depths = set(plain) & set(residual)
+    if not depths:
+        return None
+    depth = max(depths)
+    margin = plain[depth] - residual[depth] - DEGRADATION_NATS
+    return Finding(
+        "Residual nets train at depth", margin > 0,
+        f"at {depth} layers the residual MLP ends with training loss {residual[depth]:.3f}, its plain twin "
+        f"(the same layers without the shortcut) with {plain[depth]:.3f} (claim: lower by more than "
+        f"{DEGRADATION_NATS} nats).", margin)
+
+
+def toy_findings(results, variants=None):
+    return [degradation(results), residual_trains_at_depth(results)]
+
+
+def comparison_figures(results):
+    return {f"{entry['id']} training loss": (entry.get("train_loss"), "nats") for entry in results["models"]}
+
+
+def write_summary(run, config, results, data, figures, subtitle):
+    lines = [
+        f"# Toy run: plain vs residual MLPs on two spirals ({config.preset} preset)\n",
+        banner_markdown(data.banner),
+        f"Data: **{data.title}**, {config.points} training points (noise {config.noise}), seed {config.seed}. "
+        f"Each layer is LayerNorm -> Dense({config.width}) -> ReLU; the residual MLP adds every layer's input "
+        f"back. Adam, lr {config.learning_rate}, {config.epochs} epochs of {config.steps_per_epoch} steps of "
+        f"{config.batch_size} points. Train loss and accuracy on all training points at the end; test accuracy "
+        f"on {len(data.y_test)} other points of the same spirals.\n",
+        "## Results\n", markdown_table(*results_table(results)) + "\n",
+        "## What this run shows\n",
+        f"Computed from the table (thresholds in `tracks/toy/report.py`).\n",
+        "\n".join(finding_lines(toy_findings(results))) + "\n",
+        "## Instruments at initialisation\n",
+        initialisation_table(results.get("initialisation", {})) + "\n", INSTRUMENT_NOTES,
+    ]
+    lines += [f"## {title}\n\n![{title}]({name})\n" for title, name in figures]
+    (run.path / "summary.md").write_text("\n".join(lines))
+
+
+def write_report(run, config, results, data, subtitle):
+    plot_loss_curves(config, results, run.path / "loss_curves.png", [run], subtitle)
+    plot_boundaries(config, results, data, run.path / "boundaries.png", subtitle)
+    figures = [("Training loss", "loss_curves.png"), ("Decision boundaries", "boundaries.png")]
+    figures += instrument_figures(run.path)
+    lesioned = [m for m in results["models"] if m.get("lesion")]
+    if lesioned:
+        plots.lesion([m["lesion"] for m in lesioned], [series_label(m) for m in lesioned],
+                     path=run.path / "lesion.png", subtitle=f"{subtitle}; on the test points",
+                     title=f"Test accuracy with one layer removed ({max(config.depths)} layers)")
+        figures.append(("Removing one layer of the trained nets", "lesion.png"))
+    figures += plot_dynamics(run.path, results, subtitle=f"{subtitle}; on {config.instrument_points} points")
+    write_summary(run, config, results, data, figures, subtitle)
+
+
+def terminal_ending(run, results):
+    return run_ending(run, *results_table(results))
+
+
+SEED_METRICS = ("train_loss", "train_accuracy", "test_accuracy")
+
+
+def seeds_table(results):
+    rows = []
+    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
+        rows.append([entry["variant"], entry["depth"],
+                     spread_cell(entry.get("train_loss"), entry.get("train_loss_std"), format_value),
+                     *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"),
+                                   lambda value: format_value(value, "percent")) for metric in SEED_METRICS[1:]),
+                     ", ".join(map(str, entry["seeds"]))])
+    return ["variant", "layers", "train loss", "train accuracy", "test accuracy", "seeds"], rows
+
+
+def write_seeds_report(run, config, seed_runs, data):
+    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    results = write_seeds_results(run, "toy", config, per_seed, SEED_METRICS, keys=("variant", "depth"))
+    subtitle = f"two spirals, seeds {','.join(map(str, config.seeds))} ({config.preset} preset)"
+    plot_loss_curves(config, results, run.path / "loss_curves.png", [child for _, child in seed_runs], subtitle)
+    write_seeds_summary(
+        run, title=f"Toy run over {len(config.seeds)} seeds: plain vs residual MLPs ({config.preset} preset)",
+        banner=data.banner,
+        description=f"Two spirals of {config.points} points, each seed its own draw and initialisation.",
+        table=markdown_table(*seeds_table(results)),
+        combined=combine_findings([(seed, toy_findings(r)) for seed, r in per_seed]), seeds=config.seeds,
+        figures=[("Training loss: mean ± std over the seeds", "loss_curves.png")])
+    return results
+
+
+def seeds_terminal_ending(run, results):
+    return run_ending(run, *seeds_table(results))
