@@ -1,7 +1,7 @@
 """One source for every measured number in the documentation: the committed reference runs.
 
 Two ways a document carries a measurement, both checked by
-tests/test_doc_numbers.py against docs/reference/<run>/results.json:
+tests/tracks/test_doc_numbers.py against docs/reference/<run>/results.json:
 
 - a generated table, between `<!-- table: NAME -->` and `<!-- end table -->`:
   `python scripts/doc_numbers.py --write` writes it from the reference runs
