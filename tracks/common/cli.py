@@ -7,21 +7,17 @@
     python -m tracks.X prefetch             download the track's data set for offline runs
     python -m tracks.X <command>            the track's own commands (`Track.commands`)
 
-Every command that writes a run goes through `run_command`: everything that
-can fail on bad input is checked before the run directory is created; the
-run's lock is held while it works and released however the work ends; bad
-input, a damaged or unwritable file is one line (exit 2), Ctrl-C is one line
-saying what was kept (exit 130), never a traceback.
+Every command that writes a run goes through `command.run_command` (the lock,
+one-line errors, Ctrl-C); diagnose --model too.
 """
 
 import argparse
 import sys
 
-from tracks.common.config import ConfigError
-from tracks.common.console import fail, log, warn
+from tracks.common.command import run_command
+from tracks.common.console import fail, log
 from tracks.common.options import train_parser
 from tracks.common.resume import start_or_resume
-from tracks.common.run_dir import describe_os_error
 
 
 def main(track, argv=None):
@@ -39,55 +35,6 @@ def main(track, argv=None):
     if command == "prefetch":
         return prefetch_command(track, rest)
     return train_command(track, argv)
-
-
-def run_command(prog, prepare, work, *, resumable=True):
-    """Runs one command that writes a run directory; returns the exit code.
-
-    Args:
-        prog: the command, for the resume hint ("python -m tracks.X").
-        prepare: callable() -> (config, run, payload), checking everything
-            before anything is written (see `start_or_resume`); `run` is locked.
-        work: callable(config, run, payload) -> exit code or None (0), run
-            while the run's lock is held.
-        resumable: True for training (an interrupted run is kept and
-            `--resume` continues it); False for a command whose run is
-            complete or nothing (diagnose): an interrupted or failed one is discarded.
-    """
-    try:
-        config, run, payload = prepare()
-    except KeyboardInterrupt:
-        warn("interrupted before anything was written")
-        return 130
-    except OSError as error:
-        return fail(describe_os_error(error))
-    except (ConfigError, ValueError) as error:
-        return fail(str(error))
-    with run:
-        try:
-            code = work(config, run, payload)
-            return 0 if code is None else code
-        except KeyboardInterrupt:
-            if resumable:
-                warn(f"interrupted; finished epochs and models are kept: continue with "
-                     f"{prog} --resume {run.path}")
-            else:
-                run.discard()
-                warn("interrupted; nothing was kept")
-            return 130
-        except ConfigError as error:  # a damaged file found during the run
-            if not resumable:
-                run.discard()
-            return fail(str(error))
-        except OSError as error:
-            if not resumable:
-                run.discard()
-                return fail(describe_os_error(error))
-            return fail(f"{describe_os_error(error)}; fix that, then continue with {prog} --resume {run.path}")
-        except BaseException:
-            if not resumable:
-                run.discard()
-            raise
 
 
 def train_command(track, argv):
@@ -158,4 +105,4 @@ def prefetch_command(track, argv):
     return prefetch(track.prefetch_dataset, track.download_host, args.data_dir, log=log)
 
 
-__all__ = ["diagnose_command", "main", "prefetch_command", "run_command", "train_command"]
+__all__ = ["diagnose_command", "main", "prefetch_command", "train_command"]

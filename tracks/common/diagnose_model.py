@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracks.common import instruments
+from tracks.common.command import run_command
 from tracks.common.console import fail, log
 from tracks.common.options import train_parser
 from tracks.common.resume import resolve_config
@@ -276,8 +277,6 @@ def diagnose_saved_models(track, argv):
     is made, the run's lock is released however the measurement ends, and
     an interrupted or failed measurement leaves nothing behind.
     """
-    from tracks.common.cli import run_command
-
     prog = f"{track.prog} diagnose"
     args = _parser(prog, track.config_cls, track.presets,
                    track.diagnose_preset or track.default_preset).parse_args(argv)

@@ -48,7 +48,7 @@ import time
 import keras
 import numpy as np
 
-from tracks.common.run_dir import RunFileError, read_json
+from tracks.common.run_dir import RunFileError
 
 
 def read_metrics_rows(path):

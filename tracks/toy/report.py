@@ -143,7 +143,7 @@ def write_summary(run, config, results, data, figures, subtitle):
         f"on {len(data.y_test)} other points of the same spirals.\n",
         "## Results\n", markdown_table(*results_table(results)) + "\n",
         "## What this run shows\n",
-        f"Computed from the table (thresholds in `tracks/toy/report.py`).\n",
+        "Computed from the table (thresholds in `tracks/toy/report.py`).\n",
         "\n".join(finding_lines(toy_findings(results))) + "\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n", INSTRUMENT_NOTES,

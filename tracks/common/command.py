@@ -1,0 +1,63 @@
+"""`run_command`: how every command that writes a run directory runs, whatever the track.
+
+Everything that can fail on bad input is checked before the run directory is
+created; the run's lock is held while the command works and released however
+the work ends; bad input, a damaged or unwritable file is one line (exit 2),
+Ctrl-C is one line saying what was kept (exit 130), never a traceback.
+"""
+
+from tracks.common.config import ConfigError
+from tracks.common.console import fail, warn
+from tracks.common.run_dir import describe_os_error
+
+
+def run_command(prog, prepare, work, *, resumable=True):
+    """Runs one command that writes a run directory; returns the exit code.
+
+    Args:
+        prog: the command, for the resume hint ("python -m tracks.X").
+        prepare: callable() -> (config, run, payload), checking everything
+            before anything is written (see `start_or_resume`); `run` is locked.
+        work: callable(config, run, payload) -> exit code or None (0), run
+            while the run's lock is held.
+        resumable: True for training (an interrupted run is kept and
+            `--resume` continues it); False for a command whose run is
+            complete or nothing (diagnose): an interrupted or failed one is discarded.
+    """
+    try:
+        config, run, payload = prepare()
+    except KeyboardInterrupt:
+        warn("interrupted before anything was written")
+        return 130
+    except OSError as error:
+        return fail(describe_os_error(error))
+    except (ConfigError, ValueError) as error:
+        return fail(str(error))
+    with run:
+        try:
+            code = work(config, run, payload)
+            return 0 if code is None else code
+        except KeyboardInterrupt:
+            if resumable:
+                warn(f"interrupted; finished epochs and models are kept: continue with "
+                     f"{prog} --resume {run.path}")
+            else:
+                run.discard()
+                warn("interrupted; nothing was kept")
+            return 130
+        except ConfigError as error:  # a damaged file found during the run
+            if not resumable:
+                run.discard()
+            return fail(str(error))
+        except OSError as error:
+            if not resumable:
+                run.discard()
+                return fail(describe_os_error(error))
+            return fail(f"{describe_os_error(error)}; fix that, then continue with {prog} --resume {run.path}")
+        except BaseException:
+            if not resumable:
+                run.discard()
+            raise
+
+
+__all__ = ["run_command"]
