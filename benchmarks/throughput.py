@@ -78,6 +78,10 @@ def parse_args(argv=None):
     parser.add_argument("--peers", action="store_true", help="also run the PyTorch peers, alternated with ours")
     parser.add_argument("--peer-dir", default=str(ROOT.parent / "shared" / "bench"))
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for the peers")
+    parser.add_argument("--competing", type=int, default=0, metavar="N",
+                        help="a shared machine: each round also times ours (and the eager peer) while N "
+                             "CPU-bound processes (a numpy matrix product loop each, on every core) run, "
+                             "and reports the slowdown against the quiet segment of the same round")
     parser.add_argument("--out", default="benchmarks/throughput.json", help="where the JSON results go")
     args = parser.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -157,6 +161,32 @@ def run_peer(script, args, name, compiled=False):
     return rate, result.get("compile_s")
 
 
+# One competing CPU-bound process: float32 matrix products on every core (numpy's BLAS threads), forever.
+COMPETITOR = ("import numpy as np\n"
+              "a = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)\n"
+              "while True:\n"
+              "    a = (a @ a) / 1024.0\n")
+
+
+class Competitors:
+    """`with Competitors(n):` runs n competing CPU-bound processes for the block, then stops them."""
+
+    def __init__(self, count):
+        self.count = count
+        self.processes = []
+
+    def __enter__(self):
+        self.processes = [subprocess.Popen([sys.executable, "-c", COMPETITOR]) for _ in range(self.count)]
+        time.sleep(1.0)  # let them reach their loop
+        return self
+
+    def __exit__(self, *exc_info):
+        for process in self.processes:
+            process.kill()
+            process.wait()
+        return False
+
+
 def measure(name, args, peers_available):
     from tracks.common.runtime import setup_runtime
     from tracks.common.xla import xla_step_ran
@@ -175,16 +205,27 @@ def measure(name, args, peers_available):
     model.fit(train_ds, epochs=1, steps_per_epoch=warmup, verbose=0)
     compile_seconds = time.perf_counter() - start
     ours, eager, compiled, compile_seconds_peer = [], [], [], []
+    ours_loaded, eager_loaded = [], []
     with_peer = args.peers and peer and peers_available
-    for _ in range(args.pairs if with_peer else min(args.pairs, 2)):  # no ratio: 2 segments do
+
+    def segment():
         start = time.perf_counter()
         model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0)
-        ours.append(steps * units_per_step / (time.perf_counter() - start))
+        return steps * units_per_step / (time.perf_counter() - start)
+
+    rounds = args.pairs if with_peer or args.competing else min(args.pairs, 2)  # no ratio: 2 segments do
+    for _ in range(rounds):
+        ours.append(segment())
         if with_peer:
             eager.append(run_peer(peer, args, name)[0])
             rate, seconds = run_peer(peer, args, name, compiled=True)
             compiled.append(rate)
             compile_seconds_peer.append(seconds)
+        if args.competing:
+            with Competitors(args.competing):
+                ours_loaded.append(segment())
+                if with_peer:
+                    eager_loaded.append(run_peer(peer, args, name)[0])
     rate = statistics.median(ours)
     result = {
         "model": name,
@@ -209,6 +250,15 @@ def measure(name, args, peers_available):
             result[f"ratios_vs_{peer_name}"] = [round(r, 3) for r in ratios]
     if compile_seconds_peer:
         result["torch_compile_compile_s"] = compile_seconds_peer
+    for who, quiet, loaded in (("ours", ours, ours_loaded), ("torch_eager", eager, eager_loaded)):
+        if loaded:  # the slowdown of each round: its quiet segment over its loaded one
+            slowdowns = [q / l for q, l in zip(quiet, loaded)]
+            result[f"slowdown_{who}"] = round(statistics.median(slowdowns), 2)
+            result[f"slowdowns_{who}"] = [round(value, 2) for value in slowdowns]
+    if args.competing:
+        result["competing_processes"] = args.competing
+        # A fair share of the cores: this process gets 1 / (1 + N) of them.
+        result["fair_share_slowdown"] = 1 + args.competing
     return result
 
 
@@ -279,6 +329,10 @@ def print_table(results, header=True):
               f"{'compile s':>9} {'peak MB':>8} {'XLA':>5} {'prec':>5} {'spe':>4} {'vs eager':>9} "
               f"{'vs compile':>10}")
     for r in results:
+        if "slowdown_ours" in r:
+            peer = f", PyTorch eager {r['slowdown_torch_eager']:.2f}x" if "slowdown_torch_eager" in r else ""
+            print(f"{r['model']}: with {r['competing_processes']} competing process(es), ours slows down "
+                  f"{r['slowdown_ours']:.2f}x{peer} (a fair share of the cores: {r['fair_share_slowdown']}x)")
         unit = "images" if "images_per_s" in r else "tokens"
         rate = r[f"{unit}_per_s"]
         eager, compiled = r.get("ratio_vs_torch_eager"), r.get("ratio_vs_torch_compile")

@@ -51,3 +51,11 @@ def test_the_benchmark_builds_every_model_config_it_measures():
         layers, width, heads, block, batch = throughput.LANGUAGE_SHAPES[name]
         assert (config.depths, config.embed_dim, config.num_heads) == ((layers,), width, heads)
         assert (units_per_step, unit) == (batch * block, "tokens")
+
+
+def test_competing_processes_run_for_the_block_and_are_stopped():
+    from benchmarks.throughput import Competitors
+
+    with Competitors(1) as competing:
+        assert len(competing.processes) == 1 and competing.processes[0].poll() is None  # running
+    assert competing.processes[0].poll() is not None  # stopped when the block ends

@@ -6,7 +6,7 @@ residual twin (the same layers, plus the shortcut) does not; the decision
 boundaries show it, and every instrument of the other tracks measures it.
 
     python -m tracks.toy                        # depths 2, 4, 16: under a minute on 2 cores
-    python -m tracks.toy --preset deep          # depths 2, 8, 32, 64: about 5 minutes
+    python -m tracks.toy --preset deep          # depths 2, 8, 32, 64: several minutes
     python -m tracks.toy --depths 4,16 --epochs 5
     python -m tracks.toy --seeds 0,1            # every model once per seed, then mean +- std
     python -m tracks.toy diagnose               # the instruments at initialisation only
