@@ -157,20 +157,21 @@ class BatchNormalization(keras.layers.BatchNormalization):
         offset = ops.cast(self.beta, "float32") if self.center else tf.zeros([channels], tf.float32)
         moving_mean = ops.cast(self.moving_mean, "float32")
         moving_variance = ops.cast(self.moving_variance, "float32")
+        # In training the kernel computes the batch's statistics (its statistics inputs are
+        # unused with exponential_avg_factor 1); in inference it reads the moving ones.
+        empty = tf.constant([], tf.float32)
+        outputs, mean, variance = tf.raw_ops.FusedBatchNormV3(
+            x=inputs,
+            scale=scale,
+            offset=offset,
+            mean=empty if training else moving_mean,
+            variance=empty if training else moving_variance,
+            epsilon=self.epsilon,
+            exponential_avg_factor=1.0,
+            data_format=data_format,
+            is_training=bool(training),
+        )[:3]
         if training:
-            # The statistics inputs are unused in training with exponential_avg_factor 1.
-            empty = tf.constant([], tf.float32)
-            outputs, mean, variance = tf.raw_ops.FusedBatchNormV3(
-                x=inputs,
-                scale=scale,
-                offset=offset,
-                mean=empty,
-                variance=empty,
-                epsilon=self.epsilon,
-                exponential_avg_factor=1.0,
-                data_format=data_format,
-                is_training=True,
-            )[:3]
             # The kernel's batch variance (its output 2, "for the running variance") is
             # Bessel-corrected, n / max(n - 1, 1) times the biased one that Keras uses
             # (so on the CPU and under XLA: test_the_moving_variance_is_keras_biased_one).
@@ -179,18 +180,6 @@ class BatchNormalization(keras.layers.BatchNormalization):
             self.moving_variance.assign(
                 moving_variance * self.momentum + variance * (1.0 - self.momentum)
             )
-        else:
-            outputs = tf.raw_ops.FusedBatchNormV3(
-                x=inputs,
-                scale=scale,
-                offset=offset,
-                mean=moving_mean,
-                variance=moving_variance,
-                epsilon=self.epsilon,
-                exponential_avg_factor=1.0,
-                data_format=data_format,
-                is_training=False,
-            )[0]
         return ops.cast(outputs, self.compute_dtype)
 
 
