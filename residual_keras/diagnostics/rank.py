@@ -14,8 +14,10 @@ stream's width. Two ranks:
 
 - `rank`: the numerical rank at the stream's scale, the number of singular
   values of x_L - x_0 above `tolerance` times the largest singular value of
-  x_L itself: directions the blocks changed by a visible fraction of the
-  stream. 0 exactly when the change is below that everywhere.
+  x_L itself (of x_0 where x_L is zero, a stream that died): directions
+  the blocks changed by a visible fraction of the stream. 0 exactly when the
+  change is below that everywhere; `relative_size` (0 for an unchanged
+  stream, 1 for one that died) tells a small change from a dead stream.
 - `effective_rank` (Roy and Vetterli 2007): exp of the entropy of the
   normalised singular values of x_L - x_0; scale-free, so it counts the
   directions of even a tiny change (0 only for the zero matrix).
@@ -72,7 +74,11 @@ def delta_rank_of(trace, axis, tolerance):
         return {"from_point": start, "rank": None, "effective_rank": float("nan"),
                 "relative_size": float("nan"), "width": int(final.shape[1]), "singular_values": None}
     singular = np.linalg.svd(delta, compute_uv=False)
+    # The stream's scale is x_L's; where x_L is zero (a stream that died), x_s's: the change is then all
+    # of x_s, of its full rank, not "no change".
     scale = float(np.linalg.norm(final, 2)) if final.size else 0.0
+    if scale == 0 and final.size:
+        scale = float(np.linalg.norm(final - delta, 2))
     start_norm = float(np.linalg.norm(final - delta))
     return {
         "from_point": start,

@@ -88,6 +88,17 @@ def test_the_tolerance_counts_directions_at_the_streams_scale():
         stream_delta_rank(model, VECTORS, tolerance=0)
 
 
+def test_a_stream_that_died_has_changed_completely_not_rank_0():
+    """x_L = 0 (here x + f(x) with f = -x): the change is all of x_0, of its full rank, and its size is 1."""
+    keras.utils.set_random_seed(0)
+    model = _dense_stack(True, blocks=1)
+    block = model.get_layer("block0")
+    block.alpha.assign(1.0)
+    block.branch.layers[0].kernel.assign(-np.eye(12, dtype="float32"))
+    result = stream_delta_rank(model, VECTORS)
+    assert result["rank"] == 12 and result["relative_size"] == pytest.approx(1.0)
+
+
 def test_a_stream_that_changes_shape_is_measured_from_the_last_stage():
     keras.utils.set_random_seed(0)
     model = cifar_resnet(14, width=4, input_shape=(16, 16, 3))
