@@ -28,6 +28,7 @@ import json
 import math
 import pathlib
 import re
+import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ def vision_lesions(runs):
             if not study:
                 continue
             removable = sorted(value for value in study["lesioned"] if value is not None)
-            median = removable[len(removable) // 2] if removable else None
+            median = _median(removable)
             rows.append(f"| {entry['id']} | {label} | {_percent(study['intact'])} | {_percent(median)} | "
                         f"{_percent(removable[0] if removable else None)} | {len(removable)} of "
                         f"{len(study['lesioned'])} |")
@@ -254,8 +255,10 @@ def vision_paths(runs):
 
 
 def _median(values):
-    values = sorted(value for value in values if value is not None)
-    return values[len(values) // 2] if values else None
+    """The median of the numbers given (None left out), as the findings compute it: the mean of the two
+    middle values of an even count."""
+    values = [value for value in values if value is not None]
+    return statistics.median(values) if values else None
 
 
 def language_initialisation(run):

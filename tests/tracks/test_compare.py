@@ -1,6 +1,7 @@
 """`python -m tracks.X compare RUN REFERENCE`: a class run beside the committed reference, with bands."""
 
 import json
+import pathlib
 
 from track_helpers import run_cli
 from tracks.language.__main__ import main as language_main
@@ -66,3 +67,24 @@ def test_language_compare_uses_the_validation_losses(tmp_path, capsys):
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("pre-6-warmup0 validation loss"))
     assert "1.520" in line and "1.610" in line and "1.49-1.56" in line and line.endswith("OUTSIDE")
+
+
+REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference"
+
+
+def _reference_runs_with_bands():
+    return sorted(path.name for path in REFERENCE.iterdir() if (path / "bands.json").is_file())
+
+
+def test_every_committed_reference_with_bands_is_compared_and_lies_in_its_own_bands(capsys):
+    """`compare` on the committed folders themselves: each reference against itself, every banded
+    figure printed and inside its band (the bands were made to hold it)."""
+    names = _reference_runs_with_bands()
+    assert len(names) >= 4, names
+    for name in names:
+        main = vision_main if name.startswith("vision") else language_main
+        bands = json.loads((REFERENCE / name / "bands.json").read_text())["bands"]
+        code, out, err = run_cli(main, ["compare", REFERENCE / name, REFERENCE / name], capsys)
+        assert code == 0, (name, err)
+        assert f"0 of {len(bands)} values with a band lie outside it" in out, (name, out[-500:])
+        assert "OUTSIDE" not in out
