@@ -179,6 +179,16 @@ def test_smoother_landscape_compares_the_non_convex_share_of_the_plain_twin():
                     extra={("plain", 32): grid(0.05), ("residual", 32): grid(0.05)})
     assert not vision.smoother_landscape(rough).holds  # equal is not smoother
     assert vision.smoother_landscape(_vision({("residual", 32): 0.2}, extra={("residual", 32): grid(0.1)})) is None
+    # Convex is not flat: a more convex plane around a sharper minimum is said to be both.
+    sharp = {"landscape": {**grid(0.05)["landscape"], "curvature": 23.5}}
+    found = vision.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+                                              extra={("plain", 32): grid(0.4), ("residual", 32): sharp}))
+    assert found.holds and "its minimum is the sharper one" in found.text and "23.5 against 10" in found.text
+    flat = {"landscape": {**grid(0.05)["landscape"], "curvature": 4.0}}
+    found = vision.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+                                              extra={("plain", 32): grid(0.4), ("residual", 32): flat}))
+    assert "its minimum is the flatter one" in found.text
+    assert "sharper" not in vision.smoother_landscape(smooth).text  # equal curvatures: no sharpness claim
 
 
 def _nonorm(errors, diverged=()):

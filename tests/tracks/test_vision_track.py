@@ -50,6 +50,10 @@ def test_smoke_run_writes_every_file(tmp_path, capsys):
     results = _check_run(tmp_path / "run")
     assert results["dataset"] == "synthetic"
     assert "model 4/4" in out and "estimated time" in out
+    # The smoke preset draws the loss landscape of its deepest nets, and summary.md explains it.
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert (tmp_path / "run" / "loss_landscape.png").stat().st_size > 0
+    assert "](loss_landscape.png)" in summary and "**Loss landscape**" in summary
     # The run ends with its results table, one row per model, and where the rest is.
     ending = out[out.index("results (4 models"):].splitlines()
     header = next(line for line in ending if line.startswith("variant"))
@@ -81,10 +85,13 @@ def _write_image_folder(root, classes=("cat", "dog"), per_class=40):
 def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     _write_image_folder(tmp_path / "images")
     argv = ["--preset", "smoke", "--data", f"folder:{tmp_path / 'images'}", "--depths", "8",
-            "--batch-size", "16", "--train-size", "64", "--out", tmp_path / "run"]
+            "--batch-size", "16", "--train-size", "64", "--landscape-steps", "0", "--out", tmp_path / "run"]
     code, _, err = run_cli(main, argv, capsys)
     assert code == 0, err
     results = _check_run(tmp_path / "run", depths=(8,), curve="test")  # 16 test images < 128
+    # No landscape asked for: none drawn, and summary.md does not explain a figure it lacks.
+    assert not (tmp_path / "run" / "loss_landscape.png").exists()
+    assert "landscape" not in (tmp_path / "run" / "summary.md").read_text().lower()
     assert results["dataset"] == f"folder:{tmp_path / 'images'}"
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["data"] == f"folder:{tmp_path / 'images'}"  # absolute, as resolved

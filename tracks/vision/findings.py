@@ -245,11 +245,18 @@ def smoother_landscape(results, variant="residual"):
                 "non-convex")
 
     holds = shares[0] < shares[1]
+    # Convexity is the claim; sharpness is the other thing a landscape shows, and it need not agree.
+    curvatures = ours.get("curvature"), theirs.get("curvature")
+    sharpness = ""
+    if None not in curvatures and curvatures[0] != curvatures[1]:
+        sharpness = (f" By its curvature at the weights ({scientific(curvatures[0])} against "
+                     f"{scientific(curvatures[1])}) its minimum is the "
+                     f"{'sharper' if curvatures[0] > curvatures[1] else 'flatter'} one.")
     return Finding(
         f"The loss around the trained weights (depth {entry['depth']})", holds,
         f"{described(entry['id'], ours)}; {described(plain_entry['id'], theirs)}: "
         + ("the residual net's plane is the more convex one." if holds else
-           "the residual net's plane is not the more convex one here."),
+           "the residual net's plane is not the more convex one here.") + sharpness,
         margin=shares[1] - shares[0],
     )
 

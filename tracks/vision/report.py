@@ -242,6 +242,15 @@ def terminal_ending(run, results):
         "test set, once at the end"])
 
 
+LANDSCAPE_NOTE = (
+    "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
+    "through its weights spanned by two random directions, each filter scaled to the weights' own "
+    "filter (so that planes of different nets compare). Contours above, the surface below, one colour "
+    "scale for all; the panel titles give what was measured on each grid: the rise at the edge, the "
+    "curvature at the weights, the share of the plane that curves down in some direction "
+    "(non-convex).\n")
+
+
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     table = markdown_table(*results_table(results))
@@ -274,12 +283,7 @@ def write_summary(run, config, results, figures, banner=None):
         "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
         "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
         "network has one path.\n",
-        "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
-        "through its weights spanned by two random directions, each filter scaled to the weights' own "
-        "filter (so that planes of different nets compare). Contours above, the surface below, one colour "
-        "scale for all; the panel titles give what was measured on each grid: the rise at the edge, the "
-        "curvature at the weights, the share of the plane that curves down in some direction "
-        "(non-convex).\n",
+        *([LANDSCAPE_NOTE] if any(name == "loss_landscape.png" for _, name in figures) else []),
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
         INSTRUMENT_NOTES,
