@@ -9,9 +9,21 @@ reference folder's `bands.json`) and marks a value outside its band. A mark
 is a reason to look (other data, options, hardware), not a failure: the
 findings' verdicts are what should hold.
 
+A `diagnose` run (results.json's track "X-diagnose": the networks at
+initialisation, nothing trained) is compared with a diagnose reference, figure
+by figure from its instruments (`initialisation_figures`); a training run
+with a training reference. Mixing the two is refused in one line.
+
+The data are compared by what they are, not by where they were read from:
+the fingerprint each run records (config.json's `data_fingerprint`: the
+classes or vocabulary, the sizes, a hash of the contents) says whether two
+runs saw the same data, the same data set in another copy or subset, or
+other data (`data_differences`).
+
 Each track says which figures it has (`figures_of(results)`: name -> (value,
-unit)) and which findings (`findings_of(results, config)`: the track's
-Finding list); this module knows no track.
+unit)), which findings (`findings_of(results, config)`: the track's Finding
+list) and how a reader names its data (`data_title`); this module knows no
+track.
 """
 
 import argparse
@@ -24,11 +36,23 @@ from tracks.common.report import format_value, text_table
 from tracks.common.run_dir import RunFileError, read_json
 
 UNITS = {"percent": "percent", "nats": "float", "ratio": "ratio", "fraction": "percent"}
+LOWER_BOUND = "lower bound"  # the unit of a power-iteration estimate that did not converge: shown "≥ value"
+
+# The config fields that change what a run measures, per kind of run (the others, such as
+# the seed, the data directory or XLA, are printed or do not change the numbers).
+SETUP_FIELDS = {
+    "training": ("preset", "variants", "depths", "epochs", "steps"),
+    "diagnose": ("preset", "variants", "depths", "width", "embed_dim", "init", "layer_norm_epsilon",
+                 "instrument_images", "instrument_sequences", "sequence_length"),
+}
+KIND_TEXT = {"training": "a training run", "diagnose": "a diagnose run (networks at initialisation, nothing trained)"}
 
 
 def _value_text(value, unit):
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
+    if unit == LOWER_BOUND:
+        return f"≥ {value:.3g}"
     if unit == "ratio":
         return f"{value:.3g}"
     if unit in ("percent", "fraction"):
@@ -66,10 +90,13 @@ def load_bands(reference):
 
 
 def comparison_rows(reference_figures, run_figures, bands):
-    """[[figure, reference, this run, band, mark]] and the number of values outside their bands."""
+    """[[figure, reference, this run, band, mark]] and the number of values outside their bands.
+
+    Each run's value is shown in its own unit ("≥ 5.67" where that run's estimate is a lower bound).
+    """
     rows, outside = [], 0
     for name, (reference_value, unit) in reference_figures.items():
-        value = run_figures.get(name, (None, unit))[0]
+        value, run_unit = run_figures.get(name, (None, unit))
         band = bands.get(name)
         mark = ""
         if band is not None and value is not None and math.isfinite(value):
@@ -77,14 +104,111 @@ def comparison_rows(reference_figures, run_figures, bands):
                 mark, outside = "OUTSIDE", outside + 1
         elif name not in run_figures:
             mark = "not in this run"
-        rows.append([name, _value_text(reference_value, unit), _value_text(value, unit),
+        rows.append([name, _value_text(reference_value, unit), _value_text(value, run_unit),
                      _band_text(band, unit) if band else "—", mark])
     return rows, outside
 
 
-def _describe(results, config):
+def initialisation_figures(results):
+    """{figure: (value, unit)} of the instruments at initialisation, one set per model, in the run's order.
+
+    What a `diagnose` run measures (tracks/common/instruments.py): the gradient gain,
+    the spectral norm of the stream's Jacobian ‖dx_L/dx_0‖ (a lower bound where the
+    power iteration did not converge) and the stream's growth RMS(x_L) / RMS(x_0).
+    """
+    figures = {}
+    for model_id, values in (results.get("initialisation") or {}).items():
+        figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
+        converged = values.get("jacobian_converged", True)
+        figures[f"{model_id} ‖dx_L/dx_0‖ at initialisation"] = (
+            values.get("jacobian_norm"), "ratio" if converged else LOWER_BOUND)
+        figures[f"{model_id} stream growth RMS(x_L)/RMS(x_0)"] = (values.get("stream_growth"), "ratio")
+    return figures
+
+
+def run_kind(results, track_name):
+    """"training" or "diagnose" for a run of the track `track_name`; None for another track's run."""
+    recorded = results.get("track")
+    if recorded in (None, track_name):
+        return "training"
+    if recorded == f"{track_name}-diagnose":
+        return "diagnose"
+    return None
+
+
+def _fingerprint(results, config):
+    """The run's data fingerprint (config.json); only its source where the run recorded none."""
+    fingerprint = config.get("data_fingerprint")
+    if isinstance(fingerprint, dict):
+        return fingerprint
+    return {"source": results.get("dataset")} if results.get("dataset") is not None else {}
+
+
+# A fingerprint's fields as a student reads them (the others are shown with their own names).
+FIELD_WORDS = {"train_images": "training images", "val_images": "validation images",
+               "test_images": "test images", "train_chars": "training characters",
+               "val_chars": "validation characters", "vocab_size": "characters in the vocabulary",
+               "train_points": "training points", "classes": "classes"}
+NOT_THE_DATA = ("source", "sha256", "banner")  # where the data came from and a hash: compared apart
+
+
+def _field_word(key):
+    return FIELD_WORDS.get(key, key.replace("_", " "))
+
+
+def _field_value(value):
+    """12000 -> "12,000"; a list of class names -> "10 (airplane, automobile, bird, ...)"."""
+    if isinstance(value, (list, tuple)):
+        names = ", ".join(str(item) for item in value[:3])
+        return f"{len(value)} ({names}{', ...' if len(value) > 3 else ''})"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "—" if value is None else str(value)
+
+
+def _amount(key, value):
+    """("classes", [...]) -> "10 classes (airplane, automobile, bird, ...)"; ("test_images", 10000) -> "10,000 test images"."""
+    text = _field_value(value)
+    if isinstance(value, (list, tuple)):
+        count, _, names = text.partition(" ")
+        return f"{count} {_field_word(key)} {names}"
+    return f"{text} {_field_word(key)}"
+
+
+def data_differences(reference, run, title_of=str):
+    """(same_data_set, sentence): how two runs' data compare, in words; never by local paths.
+
+    `reference` and `run` are the runs' data fingerprints (config.json's
+    `data_fingerprint`: source, sizes, classes or vocabulary, sha256), `title_of`
+    names a source as a reader does. The same hash: the same data, read from
+    wherever. The same classes and sizes but another hash: the same data set in
+    another copy (a folder of JPEGs of it, say) or another subset. Anything else
+    differs, and the sentence says what: the data sets and the fields that differ.
+    """
+    titles = [title_of(fingerprint.get("source")) if fingerprint.get("source") is not None else "?"
+              for fingerprint in (reference, run)]
+    where = "" if titles[0] == titles[1] else f"; the reference read {titles[0]}, this run {titles[1]}"
+    if reference.get("sha256") and reference.get("sha256") == run.get("sha256"):
+        return True, f"the same data as the reference, byte for byte{where}"
+    fields = [key for key in dict.fromkeys([*reference, *run]) if key not in NOT_THE_DATA]
+    differing = [key for key in fields if reference.get(key) != run.get(key)]
+    if not differing and (fields or titles[0] == titles[1]):
+        sizes = ", ".join(_amount(key, reference[key]) for key in fields if reference[key])
+        return True, ("the same data set as the reference" + (f" ({sizes})" if sizes else "") +
+                      ("" if not reference.get("sha256") else
+                       ", though not byte for byte (another copy of it, from another source or in another "
+                       "file format, or another random subset), which moves the numbers a little") + where)
+    details = [f"{_field_word(key)}: {_field_value(reference.get(key))} in the reference, "
+               f"{_field_value(run.get(key))} in this run" for key in differing]
+    data_sets = ("" if titles[0] == titles[1] else
+                 f"the reference used {titles[0]}, this run {titles[1]}" + ("; " if details else ""))
+    return False, "other data than the reference's: " + data_sets + "; ".join(details)
+
+
+def _describe(results, config, title_of):
+    dataset = results.get("dataset_title") or (title_of(results["dataset"]) if results.get("dataset") else "?")
     return (f"{results.get('track', '?')}, {config.get('preset', '?')} preset, data "
-            f"{results.get('dataset', '?')}, seed {config.get('seed', '?')}")
+            f"{dataset}, seed {config.get('seed', '?')}")
 
 
 def compare_command(track, argv):
@@ -103,37 +227,59 @@ def compare_command(track, argv):
         bands, rule = load_bands(args.reference)
     except RunFileError as error:
         return fail(str(error))
+    kinds = {}
     for name, results in (("RUN", run), ("REFERENCE", reference)):
-        if results.get("track") not in (None, track.name):
+        kinds[name] = run_kind(results, track.name)
+        if kinds[name] is None:
             return fail(f"{name} {getattr(args, name.lower())} is a {results.get('track')!r} run, not a "
                         f"{track.name!r} run: compare runs of this track")
-    log(f"reference: {args.reference} ({_describe(reference, reference_config)})")
-    log(f"this run:  {args.run} ({_describe(run, run_config)})")
-    differences = [key for key in ("preset", "variants", "depths", "epochs", "steps")
+    if kinds["RUN"] != kinds["REFERENCE"]:
+        return fail(f"RUN {args.run} is {KIND_TEXT[kinds['RUN']]} and REFERENCE {args.reference} "
+                    f"{KIND_TEXT[kinds['REFERENCE']]}: compare a diagnose run with a diagnose reference "
+                    f"(docs/reference/{track.name}-diagnose-...) and a training run with a training reference")
+    kind, title_of = kinds["RUN"], track.data_title
+    log(f"reference: {args.reference} ({_describe(reference, reference_config, title_of)})")
+    log(f"this run:  {args.run} ({_describe(run, run_config, title_of)})")
+    same_data, data_sentence = data_differences(_fingerprint(reference, reference_config),
+                                                _fingerprint(run, run_config), title_of)
+    log(f"data: {data_sentence}")
+    differences = [key for key in SETUP_FIELDS[kind]
                    if reference_config.get(key) != run_config.get(key) and key in reference_config]
-    if reference.get("dataset") != run.get("dataset"):
+    if not same_data:
         differences.insert(0, "data")
     if differences:
         log(f"note: the runs differ in {', '.join(differences)}: the bands are for the reference's setup")
-    rows, outside = comparison_rows(figures_of(reference), figures_of(run), bands)
-    verdicts = []
-    theirs = {finding.title: finding.holds for finding in findings_of(reference, reference_config) if finding}
-    for finding in findings_of(run, run_config):
-        if finding is None or finding.holds is None:
-            continue
-        expected = theirs.get(finding.title)
-        mark = "" if expected is None or expected == finding.holds else "DIFFERS"
-        verdicts.append([finding.title, _verdict(expected), _verdict(finding.holds), mark])
+    if kind == "diagnose":  # nothing trained: the instruments' figures, no findings
+        rows, outside = comparison_rows(initialisation_figures(reference), initialisation_figures(run), bands)
+        verdicts = []
+    else:
+        rows, outside = comparison_rows(figures_of(reference), figures_of(run), bands)
+        verdicts = verdict_rows(findings_of(reference, reference_config), findings_of(run, run_config))
     print(text_table(["figure", "reference", "this run", "band", ""], rows))
     if verdicts:
         print()
         print(text_table(["finding", "reference", "this run", ""], verdicts))
     print()
+    if any(row[1].startswith("≥") or row[2].startswith("≥") for row in rows):
+        print("≥: a lower bound (the power iteration had not converged when it stopped)")
     if rule:
         print(f"bands: {rule}")
     print(f"{outside} of {sum(1 for row in rows if row[3] != '—')} values with a band lie outside it; "
           f"{sum(1 for row in verdicts if row[3])} of {len(verdicts)} findings differ from the reference")
     return 0
+
+
+def verdict_rows(reference_findings, run_findings):
+    """[[finding, reference, this run, mark]] for each finding the run could judge."""
+    theirs = {finding.title: finding.holds for finding in reference_findings if finding}
+    rows = []
+    for finding in run_findings:
+        if finding is None or finding.holds is None:
+            continue
+        expected = theirs.get(finding.title)
+        mark = "" if expected is None or expected == finding.holds else "DIFFERS"
+        rows.append([finding.title, _verdict(expected), _verdict(finding.holds), mark])
+    return rows
 
 
 def _verdict(holds):
@@ -147,4 +293,5 @@ def write_bands(path, bands, rule, sources):
         indent=1) + "\n")
 
 
-__all__ = ["compare_command", "comparison_rows", "load_bands", "load_run", "write_bands"]
+__all__ = ["compare_command", "comparison_rows", "data_differences", "initialisation_figures", "load_bands",
+           "load_run", "run_kind", "write_bands"]

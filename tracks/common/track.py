@@ -3,7 +3,8 @@
 A track is a subclass of `Track` that fills in what it is:
 
 - its name, its usage text, its config class and presets;
-- its data: `parse_source`, `load_data`, `fingerprint` (and `check`, `banner`);
+- its data: `parse_source`, `load_data`, `fingerprint` (and `check`, `banner`,
+  `data_title`);
 - its grid of models: `grid(config)` (objects with `id`, `variant`, `depth`),
   `build_model`, `is_plain`, and the batch the instruments read
   (`instrument_batch`);
@@ -19,6 +20,7 @@ and its lock, resume, the instruments at initialisation, `--seeds`,
 track and lives in tracks/common. docs/architecture.md shows how to add one.
 """
 
+import pathlib
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from tracks.common.console import announce, log
@@ -82,6 +84,17 @@ class Track:
     def describe_data(self, data):
         """The line `data: ...` printed before training."""
         return data.title
+
+    def data_title(self, name):
+        """A recorded source name (results.json's `dataset`) as a reader names it, without local paths.
+
+        The default keeps the last part of a path: "folder:/tmp/data/my-set" -> "my-set (folder)".
+        """
+        text = str(name)
+        scheme, separator, path = text.partition(":")
+        if separator and "/" in path:
+            return f"{pathlib.PurePath(path).name} ({scheme})"
+        return text
 
     # Models ---------------------------------------------------------------------
 

@@ -67,6 +67,11 @@ class LanguageTrack(Track):
     def banner(self, data):
         return "PYDOC FALLBACK DATA, NOT TINY SHAKESPEARE" if data.banner else None
 
+    def data_title(self, name):
+        from tracks.language.data import dataset_title
+
+        return dataset_title(name)
+
     def describe_data(self, data):
         return (f"{data.name}: {len(data.train_tokens):,} training / {len(data.val_tokens):,} "
                 f"validation characters, vocabulary {data.vocab.size}")

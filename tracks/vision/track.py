@@ -71,6 +71,11 @@ class VisionTrack(Track):
     def banner(self, data):
         return "SYNTHETIC DATA, NOT CIFAR-10" if data.banner else None
 
+    def data_title(self, name):
+        from tracks.vision.data.sources import dataset_title
+
+        return dataset_title(name)
+
     def describe_data(self, data):
         return f"{data.name}, {len(data.y_train)} training images, {len(data.y_test)} test images"
 
