@@ -27,6 +27,23 @@ def _estimate_note(result):
     return f" (lower bound: {result.get('iterations', '?')} power iterations)"
 
 
+def _depths_estimate_note(by_depth, depths):
+    """" (lower bound: k power iterations)" when some depth's Jacobian estimate did not converge, else "".
+
+    `by_depth`: {depth: values with "jacobian_converged" and "jacobian_iterations"}. Names the depths
+    when only some are lower bounds, and the range of k when the depths had different iterations.
+    """
+    unconverged = [depth for depth in depths if by_depth[depth].get("jacobian_converged") is False
+                   and by_depth[depth].get("jacobian_norm") is not None]
+    if not unconverged:
+        return ""
+    iterations = sorted({by_depth[depth].get("jacobian_iterations", "?") for depth in unconverged}, key=str)
+    counts = (str(iterations[0]) if len(iterations) == 1 else
+              f"{min(iterations)} to {max(iterations)}" if all(isinstance(k, int) for k in iterations) else "?")
+    where = "" if len(unconverged) == len(depths) else f" at {', '.join(str(d) for d in unconverged)} layers"
+    return f" (lower bound{where}: {counts} power iterations)"
+
+
 def jacobian(
     results: OneOrMore, labels: Labels=None, *, references: Sequence[float]=(), path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None
 ) -> Figure:
@@ -179,7 +196,11 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
         summary: {variant: {depth: {"gradient_gain": float,
             "jacobian_norm": float or None, "stream_growth": float}}}, where
             `stream_growth` is the RMS of the last block's output over the
-            first block's input. One line per variant, log scales.
+            first block's input. One line per variant, log scales. With
+            "jacobian_converged": False (and "jacobian_iterations": k) a
+            Jacobian norm is a lower bound, and the line's label in the
+            Jacobian panel says "lower bound: k power iterations", as in
+            `jacobian` and `jacobian_blocks`.
         path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
@@ -200,6 +221,8 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
             label = variant
             if np.all(np.isnan(values)):
                 label += " (undefined: no gradient reaches the last block)" if key == "gradient_gain" else " (n/a)"
+            elif key == "jacobian_norm":
+                label += _depths_estimate_note(by_depth, depths)
             axis.plot([int(d) for d in depths], _positive(values), color=_color(index),
                       linestyle=linestyle, marker=marker, label=label)
     for axis, (_, label) in zip(axes, keys):

@@ -89,6 +89,27 @@ def test_an_unconverged_jacobian_is_drawn_as_a_lower_bound(tmp_path):
     assert "resnet" in [line.get_label() for line in converged.axes[0].get_lines()]
 
 
+def test_the_depth_scaling_jacobian_panel_marks_lower_bounds_as_the_jacobian_figures_do(tmp_path):
+    def at(gain, jacobian, converged, iterations):
+        return {"gradient_gain": gain, "jacobian_norm": jacobian, "stream_growth": 1.5,
+                "jacobian_converged": converged, "jacobian_iterations": iterations}
+
+    summary = {"plain": {20: at(0.6, 5.7, False, 10), 56: at(0.1, 2.0, False, 10)},
+               "residual": {20: at(15.0, 105.0, True, 4), 56: at(2e4, 8.7e4, False, 10), 110: at(8e8, 9.9e9, False, 3)},
+               "fixup": {20: at(None, 1.0, True, 3), 56: at(None, 1.0, True, 3)},
+               "mixed": {20: at(1.0, 2.0, False, 10), 56: at(1.0, 3.0, False, 3)}}
+    figure = plots.depth_scaling(summary, path=tmp_path / "d.png")
+    gains, jacobians, growth = ([line.get_label() for line in axes.get_lines() if not line.get_label().startswith("_")]
+                                for axes in figure.axes)
+    assert jacobians == ["plain (lower bound: 10 power iterations)",
+                         "residual (lower bound at 56, 110 layers: 3 to 10 power iterations)",
+                         "fixup", "mixed (lower bound: 3 to 10 power iterations)"]
+    # The note belongs to the Jacobian panel only: the gains and the stream growth are measured exactly.
+    assert gains == ["plain", "residual", "fixup (undefined: no gradient reaches the last block)", "mixed"]
+    assert growth == ["plain", "residual", "fixup", "mixed"]
+    assert saved_png(tmp_path / "d.png")
+
+
 def test_activation_growth_draws_a_sqrt_reference_only_when_asked(tmp_path):
     rms = np.sqrt(1.0 + np.arange(11))[:, None] * np.ones((1, 3))
     flat = {"model": "plain", "names": [f"b{i}" for i in range(10)], "rms": np.ones((11, 3))}
