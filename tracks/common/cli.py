@@ -79,7 +79,7 @@ def diagnose_command(track, argv):
         from tracks.common.runtime import setup_runtime
 
         setup_runtime("fp32", "off", "none", seed=config.seed)
-        summary = track.measure_at_initialisation(config, data, run.path, track.grid(config))
+        summary = track.measure_at_initialisation(config, data, run.path, track.grid(config), diagnose=True)
         run.update_results(track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
                            banner=data.banner, initialisation=summary)
         instruments.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)

@@ -7,7 +7,7 @@ A track is a subclass of `Track` that fills in what it is:
   `data_title`);
 - its grid of models: `grid(config)` (objects with `id`, `variant`, `depth`),
   `build_model`, `is_plain`, and the batch the instruments read
-  (`instrument_batch`);
+  (`instrument_batch`, named by `instrument_examples`);
 - training: `trainer(config, run, data, runtime)`, which returns the function
   that trains one grid point and returns its results entry;
 - its report: `write_report`, `results_table`, `write_seeds_report`,
@@ -55,6 +55,7 @@ class Track:
     cpu_xla: bool = False  # XLA on for the CPU under --xla auto (measured per track)
     commands: Mapping[str, Callable[["Track", list], int]] = {}  # extra subcommands: name -> f(track, argv)
     instrument_options: Mapping[str, Any] = {}  # keyword arguments of instruments.at_initialisation
+    instrument_examples: str = "examples"  # what the instruments' batch holds, as a reader says it
 
     @property
     def prog(self):
@@ -126,8 +127,16 @@ class Track:
         return models
 
     def instrument_subtitle(self, config, data, x):
-        """The subtitle of the plots at initialisation."""
-        return f"{self.subtitle(config, data)}; at initialisation, {len(x)} examples"
+        """The subtitle of a training run's plots at initialisation: the run's subtitle and the batch."""
+        return f"{self.subtitle(config, data)}; at initialisation, {len(x)} {self.instrument_examples}"
+
+    def diagnose_subtitle(self, config, data, x):
+        """The subtitle of a `diagnose` run's plots: the data, the seed and the batch measured.
+
+        Nothing is trained, so it names no training set, epochs or steps.
+        """
+        return (f"{data.title}, seed {config.seed} ({config.preset} preset): at initialisation, nothing "
+                f"trained; measured on a batch of {len(x)} {self.instrument_examples}")
 
     # Training ---------------------------------------------------------------------
 
@@ -190,14 +199,18 @@ class Track:
 
     # What a run does with the above (the same for every track) ---------------------
 
-    def measure_at_initialisation(self, config, data, out_dir, specs):
-        """The gradient, activation and Jacobian plots of the grid's models at initialisation."""
+    def measure_at_initialisation(self, config, data, out_dir, specs, *, diagnose=False):
+        """The gradient, activation and Jacobian plots of the grid's models at initialisation.
+
+        `diagnose`: the plots of a `diagnose` run (their subtitle names no training).
+        """
         from tracks.common import instruments
 
         x, y = self.instrument_batch(config, data)
+        subtitle = (self.diagnose_subtitle if diagnose else self.instrument_subtitle)(config, data, x)
         return instruments.at_initialisation(
             self.initial_models(config, data, specs), x, out_dir, y=y, banner=self.banner(data),
-            subtitle=self.instrument_subtitle(config, data, x), log=log, **self.instrument_options)
+            subtitle=subtitle, log=log, **self.instrument_options)
 
     def train_one_run(self, config, run, data):
         """Trains the grid of one run (one seed), then writes its report."""

@@ -33,6 +33,7 @@ class LanguageTrack(Track):
     config_cls = LanguageConfig
     presets = PRESETS
     diagnose_title = "Character Transformers at initialisation"
+    instrument_examples = "validation windows"  # the batch the instruments read
     prefetch_dataset = "tiny_shakespeare"
     cpu_xla = CPU_XLA
     commands = {"sample": sample_command}
@@ -103,9 +104,6 @@ class LanguageTrack(Track):
             models.append(GridModel(f"{spec.variant}-{spec.depth}", spec.variant, spec.depth,
                                     self.build_model(config, spec, data), self.is_plain(spec)))
         return models
-
-    def instrument_subtitle(self, config, data, x):
-        return f"{report.run_subtitle(config, data)}; at initialisation, {len(x)} validation windows"
 
     # Training ---------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ class VisionTrack(Track):
     presets = PRESETS
     diagnose_preset = "mechanism"  # `diagnose --preset quick` measures the quick grid instead
     diagnose_title = "Vision networks at initialisation"
+    instrument_examples = "training images"  # the batch the instruments read
     prefetch_dataset = "cifar10"
     cpu_xla = CPU_XLA
 
@@ -92,9 +93,6 @@ class VisionTrack(Track):
 
     def instrument_batch(self, config, data):
         return experiment.instrument_batch(config, data)
-
-    def instrument_subtitle(self, config, data, x):
-        return f"{report.run_subtitle(config, data)}; at initialisation, {len(x)} training images"
 
     # Training ---------------------------------------------------------------------
 
