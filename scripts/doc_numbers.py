@@ -18,6 +18,12 @@ tests/tracks/test_doc_numbers.py against docs/reference/<run>/results.json:
   growth per block). A list is indexed by position (`...block_weight_grad_norms.0`).
   The check fails when the number before the tag is not the formatted value.
 
+On the pages a class reads (TIMED_PAGES: README.md, the lab sheets, the
+handouts, the session plan, running.md) a run time is a measurement too: a
+number followed by a time unit ("9.9 minutes") fails the check unless its tag
+sits between them (`9.9<!-- ref vision-cifar10-s0 reference.seconds min --> minutes`)
+or its line says it is an estimate.
+
     python scripts/doc_numbers.py            # check: exit 1 and one line per mismatch
     python scripts/doc_numbers.py --write    # rewrite every generated table
     python scripts/doc_numbers.py --fill     # set tagged numbers to their sources (then reread the text)
@@ -37,6 +43,10 @@ REFERENCE = ROOT / "docs" / "reference"
 TAG = re.compile(r"<!-- ref (?P<run>[\w.-]+) (?P<path>\S+) (?P<format>\S+) -->")
 TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+# A run time written without its tag: "10-15 minutes", "0.7 min", "40 s" (a tag between number and unit breaks it).
+UNTAGGED_TIME = re.compile(r"\b\d[\d.,]*(?:\s*(?:-|to)\s*\d[\d.,]*)?\s*(?:minutes?|min|seconds?|s|hours?)\b")
+TIMED_PAGES = ("README.md", "docs/lab_vision.md", "docs/lab_language.md", "docs/handout_vision.md",
+               "docs/handout_language.md", "docs/session_plan.md", "docs/running.md")
 
 
 class SourceError(ValueError):
@@ -429,10 +439,24 @@ def check_text(text, where):
     return problems
 
 
+def untagged_times(text, where):
+    """One line per run time in `text` written without its source tag (lines that say "estimate" excepted)."""
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if "estimate" in line:
+            continue
+        problems += [f"{where}:{number}: {match[0]!r} is a run time without its source "
+                     "(tag it: NUMBER<!-- ref RUN reference.seconds min --> minutes)"
+                     for match in UNTAGGED_TIME.finditer(line)]
+    return problems
+
+
 def check():
     problems = []
     for path in documents():
         problems += check_text(path.read_text(), path.relative_to(ROOT))
+    for name in TIMED_PAGES:
+        problems += untagged_times((ROOT / name).read_text(), name)
     return problems
 
 

@@ -53,6 +53,21 @@ def test_a_generated_table_edited_by_hand_fails_the_check():
     assert len(problems) == 1 and f"table {match['name']} differs" in problems[0]
 
 
+def test_a_run_time_without_its_tag_fails_the_check():
+    """The class's pages state run times from the reference runs: an untagged time is reported."""
+    assert not any(doc_numbers.untagged_times((doc_numbers.ROOT / name).read_text(), name)
+                   for name in doc_numbers.TIMED_PAGES)
+    text = ("# the main job (CPU: 10-15 minutes)\n"
+            "The smoke run took 0.7<!-- ref vision-smoke-s0 reference.seconds min --> minutes.\n"
+            "One GPU, about 15 minutes (an estimate: not measured); 1,500 steps of 2 cores.\n"
+            "It took 40 s, or 2.3 min, or 1 hour.\n")
+    problems = doc_numbers.untagged_times(text, "x.md")
+    assert [problem.split(" is ")[0] for problem in problems] == [
+        "x.md:1: '10-15 minutes'", "x.md:4: '40 s'", "x.md:4: '2.3 min'", "x.md:4: '1 hour'"]
+    assert all(problem.endswith("(tag it: NUMBER<!-- ref RUN reference.seconds min --> minutes)")
+               for problem in problems)
+
+
 def test_a_tag_naming_nothing_is_reported(tmp_path):
     text = "0.5<!-- ref vision-cifar10-s0 models.plain-99.train_error % -->"
     assert "no model 'plain-99'" in doc_numbers.check_text(text, "x.md")[0]
