@@ -1,7 +1,9 @@
-"""Pieces of the reports: data set names without local paths, one unit in the vision lesion plots."""
+"""Pieces of the reports: data set names without local paths, one unit in the vision lesion plots,
+the notes and labels of the instruments at initialisation that apply to the models measured."""
 
 import pytest
 
+from tracks.common.instruments import instrument_notes
 from tracks.language.data import dataset_title as text_title
 from tracks.vision.data.sources import dataset_title as image_title
 from tracks.vision.report import error_percent
@@ -42,3 +44,55 @@ def test_the_initialisation_table_gives_an_unconverged_jacobian_as_a_lower_bound
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert "≥ 2.61 (lower bound, 3 iterations)" in rows["plain-8"]
     assert "lower bound" not in rows["residual-8"] and "2.94" in rows["residual-8"]
+
+
+def _notes(**values):
+    return instrument_notes({"plain-4": {"gradient_gain": 2.0}, "residual-4": {"gradient_gain": 1.5, **values}})
+
+
+def test_the_notes_at_initialisation_explain_only_what_the_models_contain():
+    """No BatchNorm, no branch that starts at 0, every gain defined: none of their notes."""
+    mlp = _notes(batchnorm_layers=0, zero_branches=0)
+    assert "**Gradient flow**" in mlp and "**Jacobian**" in mlp and "**Weight gradients per block**" in mlp
+    assert "BatchNorm" not in mlp and "zero-gamma" not in mlp and "Fixup" not in mlp
+    assert "A plain stack multiplies its layers' Jacobians" in mlp
+    resnet = _notes(batchnorm_layers=19, zero_branches=0)
+    assert "With BatchNorm in training mode" in resnet and "zero-gamma" not in resnet
+    identity = _notes(batchnorm_layers=19, zero_branches=9)
+    assert "When every branch starts at exactly 0" in identity and "zero-gamma network" in identity
+    assert '"undefined"' not in identity
+    fixup = {"fixup-4": {"gradient_gain": None, "batchnorm_layers": 0, "zero_branches": 4}}
+    assert 'A gain shown as "undefined"' in instrument_notes(fixup) and "BatchNorm" not in instrument_notes(fixup)
+    # A summary that does not say what its models contain (an older run): every note may apply.
+    older = _notes()
+    assert "With BatchNorm in training mode" in older and "When every branch starts at exactly 0" in older
+
+
+def test_the_jacobian_plot_says_batchnorm_was_calibrated_only_for_a_model_with_batchnorm(tmp_path, monkeypatch):
+    import keras
+    import numpy as np
+
+    import residual_keras as rk
+    from tracks.common import instruments
+    from tracks.common.track import GridModel
+
+    def mlp(batchnorm):
+        inputs = keras.Input((4,))
+        x = keras.layers.Dense(8)(inputs)
+        for index in range(3):
+            norm = keras.layers.BatchNormalization() if batchnorm else keras.layers.LayerNormalization()
+            x = rk.Residual(keras.Sequential([norm, keras.layers.Dense(8, activation="relu")]),
+                            name=f"block{index}")(x)
+        return keras.Model(inputs, keras.layers.Dense(2)(x))
+
+    subtitles = []
+    monkeypatch.setattr(instruments.plots, "jacobian", lambda *args, subtitle=None, **kwargs: subtitles.append(subtitle))
+    x, y = np.random.default_rng(0).normal(size=(8, 4)).astype("float32"), np.arange(8) % 2
+    summaries = [instruments.at_initialisation([GridModel("residual-3", "residual", 3, mlp(batchnorm))], x, tmp_path,
+                                               y=y, subtitle="run", log=lambda line: None, depth_scaling=False)
+                 for batchnorm in (False, True)]
+    assert [summary["residual-3"]["batchnorm_layers"] for summary in summaries] == [0, 3]
+    assert [summary["residual-3"]["zero_branches"] for summary in summaries] == [0, 0]
+    assert subtitles == ["run; the Jacobian on 1 example", "run; the Jacobian on 1 example, BatchNorm calibrated on the batch"]
+    assert "BatchNorm" not in instrument_notes(summaries[0])
+    assert "With BatchNorm in training mode" in instrument_notes(summaries[1])

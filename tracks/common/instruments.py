@@ -4,16 +4,18 @@ At initialisation (before any training, and in `diagnose`), for the models of
 the grid:
 
 - gradient_flow.png: the loss gradient's norm at every block's input,
-  relative to the output (BatchNorm in training mode, as in the first step);
+  relative to the output (any BatchNorm in training mode, as in the first step);
 - activation_growth.png: the RMS of the stream after every block;
 - jacobian.png: the spectral norm of d x_l / d x_0 along the deepest model
-  of each variant, with BatchNorm statistics calibrated on the batch (so
-  inference mode computes what the first training step computes), with the
-  line 1 and the line c^l, c = the plain model's per-block growth
-  (||d x_L / d x_0||^(1/L)).
+  of each variant (a model with BatchNorm has its statistics calibrated on
+  the batch first, so that inference mode computes what the first training
+  step computes), with the line 1 and the line c^l, c = the plain model's
+  per-block growth (||d x_L / d x_0||^(1/L)).
 
 Results are stored in results.json as plain numbers, so a report can be
-redrawn without the models.
+redrawn without the models. They also say what the models contain (BatchNorm
+layers, branches that start at 0), so that `instrument_notes` explains only
+what applies to them.
 """
 
 import math
@@ -87,12 +89,12 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
     plots.layer_gradients([gradients[index] for index in deepest.values()],
                           [labels[index] for index in deepest.values()],
                           path=out_dir / "layer_gradients.png", banner=banner, subtitle=subtitle)
-    jacobians, jacobian_labels = [], []
+    jacobians, jacobian_labels, batchnorms = [], [], []
     references = []
     for index in deepest.values():
         label, model = labels[index], models[index].model
-        if calibrate:
-            diagnostics.calibrate_batchnorm(model, x)
+        # The number of BatchNorm layers whose statistics were set (None: not calibrated, not looked for).
+        batchnorms.append(diagnostics.calibrate_batchnorm(model, x) if calibrate else None)
         num_blocks = len(gradients[index]["names"])
         result = diagnostics.jacobian_norm(
             model, x[:jacobian_examples], num_iterations=jacobian_iterations,
@@ -105,9 +107,9 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
         total = float(np.mean(result["total"]))
         if models[index].plain and total > 0 and math.isfinite(total):
             references.append(round(total ** (1 / len(result["names"])), 3))
+    calibrated = ", BatchNorm calibrated on the batch" if any(batchnorms) else ""  # only where it set something
     jacobian_subtitle = None if subtitle is None else (
-        f"{subtitle}; {jacobian_examples} example{'s' if jacobian_examples > 1 else ''}, BatchNorm "
-        f"{'calibrated on the batch' if calibrate else 'as saved'}")
+        f"{subtitle}; the Jacobian on {jacobian_examples} example{'s' if jacobian_examples > 1 else ''}{calibrated}")
     plots.jacobian(jacobians, jacobian_labels, references=references,
                    path=out_dir / "jacobian.png", banner=banner, subtitle=jacobian_subtitle)
     plots.jacobian_blocks(jacobians, jacobian_labels, path=out_dir / "jacobian_blocks.png", banner=banner,
@@ -124,11 +126,15 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
             "stream_rms": activation["rms"],
             "stream_growth": float(rms[-1] / rms[0]) if rms[0] > 0 else None,
         }
-    for label, result in zip(jacobian_labels, jacobians):
+    for label, result, batchnorm in zip(jacobian_labels, jacobians, batchnorms):
         label = str(label)
         summary[label]["jacobian_norm"] = float(np.mean(result["total"]))
         summary[label]["jacobian_converged"] = result["converged"]
         summary[label]["jacobian_iterations"] = result["iterations"]
+        summary[label]["batchnorm_layers"] = batchnorm
+        # Branches whose Jacobian is exactly 0 start at 0 (None: no branch measured: plain, or several steps a block).
+        branches = [np.asarray(branch) for branch in result["per_branch"] or [] if branch is not None]
+        summary[label]["zero_branches"] = sum(1 for branch in branches if not np.any(branch)) if branches else None
     if depth_scaling and len({item.depth for item in models}) > 1:
         _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subtitle)
     return jsonable(summary)
@@ -233,33 +239,101 @@ def instrument_figures(out_dir=None):
     return figures
 
 
-INSTRUMENT_NOTES = """\
+# How to read the plots at initialisation, one note per instrument; `instrument_notes` adds
+# the parts about BatchNorm, branches that start at 0 and undefined gains where they apply.
+GRADIENT_FLOW_NOTE = """\
 - **Gradient flow**: the norm of the loss gradient at every block's input, divided by
   its value at the last block's output (the gain). 1 means the gradient arrives unchanged.
+"""
+BATCHNORM_GRADIENT_NOTE = """\
   With BatchNorm in training mode (as in a training step) every layer rescales the
   gradient, so a plain BatchNorm network's gain can be large (Yang et al. 2019); without
   normalisation a plain stack multiplies its layers' Jacobians and the gain moves
   exponentially with depth (depth_scaling.png when several depths are compared).
+"""
+PLAIN_GRADIENT_NOTE = """\
+  A plain stack multiplies its layers' Jacobians, so its gain moves exponentially with
+  depth (depth_scaling.png when several depths are compared); a residual stack adds
+  the identity to each of them.
+"""
+ACTIVATION_NOTE = """\
 - **Activation growth**: the RMS of the stream after each block. How it grows depends on the
-  blocks: BatchNorm branches of unit size add up along a residual stream; unnormalised
-  He-initialised residual branches as large as the stream double its variance per block.
+  blocks: branches of a fixed size (their input normalised) add up along a residual stream;
+  unnormalised He-initialised residual branches as large as the stream double its variance
+  per block.
+"""
+JACOBIAN_NOTE = """\
 - **Jacobian**: the spectral norm of d x_l / d x_0 (power iteration, never forming
   the matrix). Power iteration approaches the norm from below: an estimate that did not
   converge in the iterations it was given is a lower bound, and is marked "≥ ... (lower
   bound)" in the table and "lower bound" in the plots. A plain stack multiplies one
   Jacobian per block (a line c^l on this log scale if each block stretches by c).
-  Residual blocks contribute I + df/dx. When every branch starts at exactly 0 (zero-gamma,
-  Fixup, ReZero, zero-initialised pre-activation blocks) the product's norm is exactly 1
-  (tests/library/test_diagnostics.py, tests/library/test_preact_blocks.py). The gradient gain of a
-  zero-gamma network is still below 1: each of its blocks starts as ReLU(shortcut(x)),
-  whose Jacobian passes the gradient only where the stream is positive, so the gradient
-  on the other entries of x_0 is lost.
+  Residual blocks contribute I + df/dx.
+"""
+ZERO_BRANCH_NOTE = """\
+  When every branch starts at exactly 0 (zero-gamma, Fixup, ReZero, zero-initialised
+  pre-activation blocks) the product's norm is exactly 1 (tests/library/test_diagnostics.py,
+  tests/library/test_preact_blocks.py). The gradient gain of a zero-gamma network is still
+  below 1: each of its blocks starts as ReLU(shortcut(x)), whose Jacobian passes the
+  gradient only where the stream is positive, so the gradient on the other entries of x_0
+  is lost.
+"""
+WEIGHT_GRADIENT_NOTE = """\
 - **Weight gradients per block**: the norm of each block's weight gradient, input side on
   the left (Xiong et al. 2020 compare Post-LN with Pre-LN this way).
+"""
+UNDEFINED_GAIN_NOTE = """\
 - A gain shown as "undefined" has no gradient at the last block to divide by: Fixup
   starts its classifier at 0, so at initialisation no gradient reaches any block.
 """
 
+
+def _some_model_has(summary, key):
+    """Whether a model of `summary` has some of `key` (BatchNorm layers, zero branches).
+
+    True too when no model says (a summary of an older run, a saved model
+    measured as saved): then the note may apply, and it is kept.
+    """
+    known = [values.get(key) for values in summary.values() if values.get(key) is not None]
+    return any(known) or not known
+
+
+def instrument_notes(summary):
+    """How to read the plots at initialisation: the notes that apply to the models of `summary`.
+
+    `summary` is what `at_initialisation` returned (results.json's
+    "initialisation"): the BatchNorm note only where a model has BatchNorm, the
+    note on branches that start at exactly 0 only where one does, the
+    undefined gain only where a gain is undefined.
+    """
+    if not summary:
+        return ""
+    batchnorm = _some_model_has(summary, "batchnorm_layers")
+    notes = [GRADIENT_FLOW_NOTE, BATCHNORM_GRADIENT_NOTE if batchnorm else PLAIN_GRADIENT_NOTE, ACTIVATION_NOTE,
+             JACOBIAN_NOTE, ZERO_BRANCH_NOTE if _some_model_has(summary, "zero_branches") else "",
+             WEIGHT_GRADIENT_NOTE]
+    if any(values.get("gradient_gain") is None for values in summary.values()):
+        notes.append(UNDEFINED_GAIN_NOTE)
+    return "".join(notes)
+
+
+# How to read the figures of trained nets taken apart (a track's lesions, paths and landscape).
+LESION_NOTE = (
+    "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
+    "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
+    "network has one path.\n")
+PATHS_NOTE = (
+    "- **Paths** (Veit et al. 2016): n residual blocks unroll into 2^n paths from x_0 to x_L, C(n, k) "
+    "of them through k branches (the bars: most pass about n/2). The lines: the share of the gradient "
+    "at x_0 that the paths of each length carry; right, the gradient of one path of each length, which "
+    "shrinks with every branch it passes, so the short paths carry most of it.\n")
+LANDSCAPE_NOTE = (
+    "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
+    "through its weights spanned by two random directions, each filter scaled to the weights' own "
+    "filter (so that planes of different nets compare). Contours above, the surface below, one colour "
+    "scale for all; the panel titles give what was measured on each grid: the rise at the edge, the "
+    "curvature at the weights, the share of the plane that curves down in some direction "
+    "(non-convex).\n")
 
 def initialisation_table(summary):
     from tracks.common.findings import scientific
@@ -296,7 +370,7 @@ def write_diagnose_summary(run, title, summary, banner=None,
              initialisation_table(summary) + "\n"]
     if any(scaling):
         lines += ["## What it shows, against depth\n", "\n".join(finding_lines(scaling)) + "\n"]
-    lines += ["## How to read the plots\n", INSTRUMENT_NOTES]
+    lines += ["## How to read the plots\n", instrument_notes(summary)]
     for figure_title, name in instrument_figures(run.path):
         lines.append(f"## {figure_title}\n\n![{figure_title}]({name})\n")
     (run.path / "summary.md").write_text("\n".join(lines))

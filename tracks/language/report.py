@@ -11,7 +11,7 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
+from tracks.common.instruments import initialisation_table, instrument_notes
 from tracks.language.data import dataset_title
 from tracks.common.report import (
     banner_markdown,
@@ -230,7 +230,7 @@ def write_summary(run, config, results, figures, banner=None):
         "- Read the generated text in [samples.md](samples.md).\n",
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
-        INSTRUMENT_NOTES,
+        instrument_notes(results.get("initialisation", {})),
         dynamics_cost_line(results),
     ]
     for title, name in figures:

@@ -14,7 +14,7 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table
+from tracks.common.instruments import initialisation_table, instrument_notes
 from tracks.vision.data.sources import dataset_title
 from tracks.common.report import (
     banner_markdown,
@@ -24,7 +24,7 @@ from tracks.common.report import (
     run_ending,
 )
 from tracks.common.findings import finding_lines
-from tracks.common.instruments import dynamics_cost_line, plot_dynamics
+from tracks.common.instruments import LANDSCAPE_NOTE, LESION_NOTE, dynamics_cost_line, plot_dynamics
 from tracks.common.seeds import (
     band_series,
     combine_findings,
@@ -242,15 +242,6 @@ def terminal_ending(run, results):
         "test set, once at the end"])
 
 
-LANDSCAPE_NOTE = (
-    "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
-    "through its weights spanned by two random directions, each filter scaled to the weights' own "
-    "filter (so that planes of different nets compare). Contours above, the surface below, one colour "
-    "scale for all; the panel titles give what was measured on each grid: the rise at the edge, the "
-    "curvature at the weights, the share of the plane that curves down in some direction "
-    "(non-convex).\n")
-
-
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     table = markdown_table(*results_table(results))
@@ -280,13 +271,11 @@ def write_summary(run, config, results, figures, banner=None):
         "*residual* net with the lower one. The findings above say what this run found.\n",
         "- **Gradient flow, Jacobian, depth scaling** (at initialisation): how the gradient and the "
         "stream change from block to block; the table below gives the numbers.\n",
-        "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
-        "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
-        "network has one path.\n",
+        LESION_NOTE,
         *([LANDSCAPE_NOTE] if any(name == "loss_landscape.png" for _, name in figures) else []),
         "## Instruments at initialisation\n",
         initialisation_table(results.get("initialisation", {})) + "\n",
-        INSTRUMENT_NOTES,
+        instrument_notes(results.get("initialisation", {})),
         dynamics_cost_line(results),
         "## Lesion study (test accuracy)\n",
         "\n".join(lesion_lines(results)) + "\n",
