@@ -86,13 +86,15 @@ def test_the_jacobian_plot_says_batchnorm_was_calibrated_only_for_a_model_with_b
         return keras.Model(inputs, keras.layers.Dense(2)(x))
 
     subtitles = []
-    monkeypatch.setattr(instruments.plots, "jacobian", lambda *args, subtitle=None, **kwargs: subtitles.append(subtitle))
+    monkeypatch.setattr(instruments.plots, "jacobian",
+                        lambda *args, subtitle=None, **kwargs: subtitles.append(subtitle))
     x, y = np.random.default_rng(0).normal(size=(8, 4)).astype("float32"), np.arange(8) % 2
     summaries = [instruments.at_initialisation([GridModel("residual-3", "residual", 3, mlp(batchnorm))], x, tmp_path,
                                                y=y, subtitle="run", log=lambda line: None, depth_scaling=False)
                  for batchnorm in (False, True)]
     assert [summary["residual-3"]["batchnorm_layers"] for summary in summaries] == [0, 3]
     assert [summary["residual-3"]["zero_branches"] for summary in summaries] == [0, 0]
-    assert subtitles == ["run; the Jacobian on 1 example", "run; the Jacobian on 1 example, BatchNorm calibrated on the batch"]
+    assert subtitles == ["run; the Jacobian on 1 example",
+                         "run; the Jacobian on 1 example, BatchNorm calibrated on the batch"]
     assert "BatchNorm" not in instrument_notes(summaries[0])
     assert "With BatchNorm in training mode" in instrument_notes(summaries[1])

@@ -6,6 +6,11 @@ residual net adds each layer's input back (`rk.Residual`), the plain net does
 not: the same weights, only the shortcut differs, as in He et al.'s Figure 6
 (where both nets have BatchNorm). A 2 -> width input layer and a width -> 2
 classifier sit around the stack.
+
+The trained nets of the deepest depth are then taken apart (`trained_studies`):
+Veit et al. 2016's lesions (one layer removed, k layers removed, neighbours
+swapped) and paths, the stream as x_0 plus every layer's output, and Li et
+al. 2018's loss landscape; each kept to about a second on these small nets.
 """
 
 import dataclasses
@@ -15,12 +20,19 @@ import keras
 import numpy as np
 
 import residual_keras as rk
+from residual_keras import diagnostics
 from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup
 
 # The decision boundary is drawn from the model's P(class 1) on this grid over [-LIMIT, LIMIT]^2.
 BOUNDARY_POINTS = 41
 LIMIT = 1.25
+# What the trained nets of the deepest depth are measured with: seconds, not minutes.
+REMOVED = (1, 2, 4, 8, 16)  # k layers removed at once (those up to the depth) ...
+DELETION_DRAWS = 3  # ... in this many random sets each
+PATH_POINTS = 32  # test points whose gradient is split by path length
+LANDSCAPE_STEPS = 9  # the loss landscape's grid: 9 x 9 evaluations of the training points ...
+LANDSCAPE_SPAN = 0.25  # ... a quarter of the weights' norm each way (at 1, Li et al.'s span, one step leaves the basin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,18 +78,54 @@ def epochs_of(config, data):
     return epoch_data
 
 
+def scores(model, x, y):
+    """(mean cross-entropy, accuracy) on all of `x` in one call (`evaluate` would trace a function first)."""
+    logits = model(x, training=False)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits)
+    predicted = np.argmax(keras.ops.convert_to_numpy(logits), axis=-1)
+    return float(keras.ops.convert_to_numpy(loss)), float(np.mean(predicted == y))
+
+
 def boundary(model):
     """P(class 1) of the model on the BOUNDARY_POINTS x BOUNDARY_POINTS grid, rounded (rows: y, columns: x)."""
     axis = np.linspace(-LIMIT, LIMIT, BOUNDARY_POINTS, dtype="float32")
     grid_x, grid_y = np.meshgrid(axis, axis)
     points = np.stack([grid_x.ravel(), grid_y.ravel()], axis=1)
-    logits = model.predict(points, batch_size=len(points), verbose=0)
-    probability = keras.ops.convert_to_numpy(keras.ops.softmax(logits))[:, 1]
+    probability = keras.ops.convert_to_numpy(keras.ops.softmax(model(points, training=False)))[:, 1]
     return np.round(probability.reshape(grid_x.shape), 3).tolist()
 
 
+def trained_studies(config, spec, model, data):
+    """A trained net taken apart: what results.json keeps of it (about a second each).
+
+    - lesion, deletion, swaps (Veit et al. 2016): test accuracy with each layer
+      removed, with k random layers removed at once, with two neighbours swapped;
+    - paths (Veit et al., residual nets only: a plain net has one path): the
+      gradient at the first layer's input carried by paths of each length;
+    - decomposition: x_L against x_0 plus every layer's branch output (exact
+      for `x + f(x)`; a plain layer replaces the stream instead);
+    - landscape (Li et al. 2018): the training loss on a plane of two random
+      directions around the trained weights.
+    """
+    test, points = (data.x_test, data.y_test), len(data.y_test)
+    studies = {
+        "lesion": diagnostics.lesion(model, test, metric="accuracy", batch_size=points),
+        "deletion": diagnostics.delete_blocks(model, test, num_removed=[k for k in REMOVED if k <= spec.depth],
+                                              draws=DELETION_DRAWS, metric="accuracy", batch_size=points,
+                                              seed=config.seed),
+        "swaps": diagnostics.swap_blocks(model, test, metric="accuracy", batch_size=points),
+        "decomposition": diagnostics.stream_decomposition(model, instrument_batch(config, data)[0]),
+        "landscape": diagnostics.loss_landscape(model, data.x_train, data.y_train, steps=LANDSCAPE_STEPS,
+                                                span=LANDSCAPE_SPAN, seed=config.seed, batch_size=len(data.y_train)),
+    }
+    if spec.variant != "plain":
+        studies["paths"] = diagnostics.path_gradients(model, data.x_test[:PATH_POINTS], data.y_test[:PATH_POINTS],
+                                                      seed=config.seed)
+    return jsonable(studies)
+
+
 def train_one(config, spec, runtime, data, epoch_data, run, log):
-    """Trains one grid point; returns its results entry (losses, boundary, lesion, dynamics)."""
+    """Trains one grid point; returns its results entry (losses, boundary, dynamics; the deepest: its studies)."""
     with runtime.strategy.scope():
         model = build_model(config, spec)
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
@@ -102,13 +150,15 @@ def train_one(config, spec, runtime, data, epoch_data, run, log):
     }
     if diverged is None:
         # The whole training set once more at the end (the last epoch's running mean lags the weights).
-        final = model.evaluate(data.x_train, data.y_train, batch_size=len(data.y_train), verbose=0, return_dict=True)
-        test = model.evaluate(data.x_test, data.y_test, batch_size=len(data.y_test), verbose=0, return_dict=True)
-        entry.update(train_loss=final["loss"], train_accuracy=final["accuracy"], test_accuracy=test["accuracy"],
+        train_loss, train_accuracy = scores(model, data.x_train, data.y_train)
+        _, test_accuracy = scores(model, data.x_test, data.y_test)
+        entry.update(train_loss=train_loss, train_accuracy=train_accuracy, test_accuracy=test_accuracy,
                      boundary=boundary(model))
         if spec.depth == max(config.depths):
-            entry["lesion"] = jsonable(rk.lesion(model, (data.x_test, data.y_test), metric="accuracy",
-                                                 batch_size=len(data.y_test)))
+            started = time.perf_counter()
+            entry.update(trained_studies(config, spec, model, data))
+            entry["studies_seconds"] = time.perf_counter() - started
+            log(f"{spec.id}: lesions, paths, stream and loss landscape in {entry['studies_seconds']:.1f} s")
     entry["seconds"] = time.perf_counter() - start
     log(f"{spec.id}: training loss {entry['train_loss'] if entry['train_loss'] is not None else 'NaN'}")
     return jsonable(entry)

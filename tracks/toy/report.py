@@ -2,23 +2,31 @@
 
 - loss_curves.png: training loss per epoch, plain left, residual right (colour = depth);
 - boundaries.png: each trained net's P(class 1) over the plane, with the training points;
-- lesion.png, dynamics.png and the plots at initialisation (tracks/common/instruments.py);
-- summary.md: the table, the findings computed from it, the figures.
+- the plots at initialisation and dynamics.png (tracks/common/instruments.py);
+- lesion.png, block_deletion.png, paths.png, loss_landscape.png: the deepest trained
+  nets taken apart (Veit et al. 2016, Li et al. 2018), drawn by residual_keras.plots;
+- summary.md: the table, the findings computed from it (findings.py), the figures.
 """
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from residual_keras import plots
-from tracks.common.findings import Finding, finding_lines
-from tracks.common.instruments import INSTRUMENT_NOTES, initialisation_table, instrument_figures, plot_dynamics
-from tracks.common.report import banner_markdown, format_value, markdown_table, run_ending
+from tracks.common.findings import finding_lines
+from tracks.common.instruments import (
+    LANDSCAPE_NOTE,
+    LESION_NOTE,
+    PATHS_NOTE,
+    initialisation_table,
+    instrument_figures,
+    instrument_notes,
+    plot_dynamics,
+)
+from tracks.common.report import banner_markdown, deepest_with, format_value, markdown_table, run_ending
 from tracks.common.seeds import band_series, combine_findings, spread_cell, write_seeds_results, write_seeds_summary
 from tracks.common.training import read_metrics_rows
-from tracks.toy.experiment import LIMIT
-
-# A deeper plain net "degrades" when its final training loss is this much above the shallowest plain net's.
-DEGRADATION_NATS = 0.1
+from tracks.toy.experiment import LANDSCAPE_STEPS, LIMIT, PATH_POINTS
+from tracks.toy.findings import toy_findings
 
 
 def series_label(entry):
@@ -89,45 +97,6 @@ def results_table(results):
             "time"], rows
 
 
-def _losses(results, variant):
-    return {m["depth"]: m["train_loss"] for m in results["models"]
-            if m["variant"] == variant and m.get("train_loss") is not None}
-
-
-def degradation(results):
-    """The deepest plain net fits its training points worse than the shallowest (He et al.'s degradation)."""
-    losses = _losses(results, "plain")
-    if len(losses) < 2:
-        return None
-    shallow, deep = min(losses), max(losses)
-    margin = losses[deep] - losses[shallow] - DEGRADATION_NATS
-    return Finding(
-        "Degradation", margin > 0,
-        f"the plain {deep}-layer MLP ends with training loss {losses[deep]:.3f}, the plain {shallow}-layer one "
-        f"with {losses[shallow]:.3f} (degraded: more than {DEGRADATION_NATS} nats higher). More layers can "
-        f"only fit better in principle, so a higher training loss is an optimisation failure, not overfitting.",
-        margin)
-
-
-def residual_trains_at_depth(results):
-    """At the deepest depth the residual net's training loss is below the plain net's."""
-    plain, residual = _losses(results, "plain"), _losses(results, "residual")
-    depths = set(plain) & set(residual)
-    if not depths:
-        return None
-    depth = max(depths)
-    margin = plain[depth] - residual[depth] - DEGRADATION_NATS
-    return Finding(
-        "Residual nets train at depth", margin > 0,
-        f"at {depth} layers the residual MLP ends with training loss {residual[depth]:.3f}, its plain twin "
-        f"(the same layers without the shortcut) with {plain[depth]:.3f} (claim: lower by more than "
-        f"{DEGRADATION_NATS} nats).", margin)
-
-
-def toy_findings(results, variants=None):
-    return [degradation(results), residual_trains_at_depth(results)]
-
-
 def comparison_figures(results):
     return {f"{entry['id']} training loss": (entry.get("train_loss"), "nats") for entry in results["models"]}
 
@@ -143,11 +112,17 @@ def write_summary(run, config, results, data, figures, subtitle):
         f"on {len(data.y_test)} other points of the same spirals.\n",
         "## Results\n", markdown_table(*results_table(results)) + "\n",
         "## What this run shows\n",
-        "Computed from the table (thresholds in `tracks/toy/report.py`).\n",
+        "Computed from this run's numbers (thresholds in `tracks/toy/findings.py`).\n",
         "\n".join(finding_lines(toy_findings(results))) + "\n",
         "## Instruments at initialisation\n",
-        initialisation_table(results.get("initialisation", {})) + "\n", INSTRUMENT_NOTES,
+        initialisation_table(results.get("initialisation", {})) + "\n",
+        instrument_notes(results.get("initialisation", {})),
     ]
+    drawn = {name for _, name in figures}
+    trained = [note for name, note in (("lesion.png", LESION_NOTE), ("paths.png", PATHS_NOTE),
+                                       ("loss_landscape.png", LANDSCAPE_NOTE)) if name in drawn]
+    if trained:
+        lines += [f"## The trained {max(config.depths)}-layer MLPs taken apart\n", "".join(trained)]
     lines += [f"## {title}\n\n![{title}]({name})\n" for title, name in figures]
     (run.path / "summary.md").write_text("\n".join(lines))
 
@@ -157,14 +132,47 @@ def write_report(run, config, results, data, subtitle):
     plot_boundaries(config, results, data, run.path / "boundaries.png", subtitle)
     figures = [("Training loss", "loss_curves.png"), ("Decision boundaries", "boundaries.png")]
     figures += instrument_figures(run.path)
-    lesioned = [m for m in results["models"] if m.get("lesion")]
-    if lesioned:
-        plots.lesion([m["lesion"] for m in lesioned], [series_label(m) for m in lesioned],
-                     path=run.path / "lesion.png", subtitle=f"{subtitle}; on the test points",
-                     title=f"Test accuracy with one layer removed ({max(config.depths)} layers)")
-        figures.append(("Removing one layer of the trained nets", "lesion.png"))
     figures += plot_dynamics(run.path, results, subtitle=f"{subtitle}; on {config.instrument_points} points")
+    figures += plot_trained(config, results, run.path, subtitle)
     write_summary(run, config, results, data, figures, subtitle)
+
+
+def plot_trained(config, results, directory, subtitle):
+    """The deepest trained nets taken apart (experiment.trained_studies), drawn by residual_keras.plots.
+
+    lesion.png and block_deletion.png (Veit et al. 2016: one layer removed;
+    k layers removed, neighbours swapped), paths.png (the residual net's
+    paths), loss_landscape.png (Li et al. 2018). Returns the figures drawn.
+    """
+    figures = []
+    on_test = f"{subtitle}; on the {config.points} test points"
+    depth, entries = deepest_with(config, results, "lesion")
+    if entries:
+        plots.lesion([m["lesion"] for m in entries], [series_label(m) for m in entries], path=directory / "lesion.png",
+                     subtitle=on_test, title=f"Test accuracy with one layer removed ({depth} layers)")
+        figures.append(("Removing one layer of the trained nets", "lesion.png"))
+    depth, entries = deepest_with(config, results, "deletion")
+    if entries:
+        plots.block_deletion([m["deletion"] for m in entries], [m.get("swaps") for m in entries],
+                             [series_label(m) for m in entries], path=directory / "block_deletion.png",
+                             subtitle=on_test,
+                             title=f"Test accuracy with k layers removed or two neighbours swapped ({depth} layers)")
+        figures.append(("Removing k layers, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
+    depth, entries = deepest_with(config, results, "paths")
+    if entries:
+        plots.path_gradients([m["paths"] for m in entries], [series_label(m) for m in entries],
+                             path=directory / "paths.png", subtitle=f"{subtitle}; on {PATH_POINTS} test points",
+                             title=f"The {depth}-layer residual MLP as 2^{depth} paths (Veit et al. 2016, figure 6)")
+        figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
+    depth, entries = deepest_with(config, results, "landscape")
+    if entries:
+        plots.loss_landscape([m["landscape"] for m in entries], [series_label(m) for m in entries],
+                             path=directory / "loss_landscape.png",
+                             subtitle=f"{subtitle}; {LANDSCAPE_STEPS} x {LANDSCAPE_STEPS} points, on the "
+                                      f"{config.points} training points",
+                             title=f"Trained {depth}-layer MLPs: the training loss around their weights")
+        figures.append(("The loss around the trained weights (Li et al. 2018)", "loss_landscape.png"))
+    return figures
 
 
 def terminal_ending(run, results):

@@ -20,7 +20,7 @@ from tracks.common.runtime import RuntimeOptions
 from tracks.common.seeds import check_seeds
 from tracks.common.track import Track
 from tracks.toy import data as spirals
-from tracks.toy import experiment, report
+from tracks.toy import experiment, findings, report
 
 VARIANTS = ("plain", "residual")
 
@@ -144,7 +144,7 @@ class ToyTrack(Track):
         return report.comparison_figures(results)
 
     def findings(self, results, config):
-        return report.toy_findings(results)
+        return findings.toy_findings(results)
 
 
 TRACK = ToyTrack()
