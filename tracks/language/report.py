@@ -30,7 +30,6 @@ from tracks.common.seeds import (
     write_seeds_summary,
 )
 from tracks.common.training import read_metrics_rows
-from tracks.language.experiment import grid
 from tracks.language.findings import language_findings
 
 
@@ -56,18 +55,19 @@ def plot_loss_curves(run, config, results, path, banner=None, subtitle=None, run
     """
     runs = runs or [run]
     compare_warmup = len(config.warmup_steps) > 1
+    # The run's grid as results.json recorded it (computed once, by the track), in grid order.
+    models = sorted(results["models"], key=lambda m: (m["depth"], list(config.warmup_steps).index(m["warmup"])))
     panels = []
     for variant in config.variants:
         group = []
-        for spec in grid(config):
-            if spec.variant != variant:
+        for entry in models:
+            if entry["variant"] != variant:
                 continue
-            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(spec.id)) for r in runs) if rows]
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry["id"])) for r in runs) if rows]
             if not per_run:
                 continue
-            entry = next((m for m in results["models"] if m["id"] == spec.id), {})
-            label = series_label({"id": spec.id, "variant": spec.variant, "depth": spec.depth, "warmup": spec.warmup})
-            legend = f"{spec.depth} layers" + (f", warm-up {spec.warmup}" if compare_warmup else "")
+            label = series_label(entry)
+            legend = f"{entry['depth']} layers" + (f", warm-up {entry['warmup']}" if compare_warmup else "")
             legend += " (diverged)" if entry.get("diverged") else ""
             curves = [([(row["epoch"] + 1) * config.eval_interval for row in rows],
                        [row.get("val_loss", float("nan")) for row in rows]) for rows in per_run]
