@@ -272,7 +272,7 @@ class _Measurement(NamedTuple):
 def diagnose_saved_models(track, argv):
     """The `diagnose --model` command of a `Track`; returns the exit code.
 
-    It runs as every command that writes a run does (`cli.run_command`):
+    It runs as every command that writes a run does (`command.run_command`):
     the models and the batch are loaded and checked before the run directory
     is made, the run's lock is released however the measurement ends, and
     an interrupted or failed measurement leaves nothing behind.
