@@ -14,11 +14,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import functools  # noqa: E402
+import gc  # noqa: E402
 import re  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+
+def pytest_collection_finish(session):
+    """Everything imported so far (TensorFlow, Keras, matplotlib, the package and its tests) lives as
+    long as the process: out of the garbage collector's sight. `keras.backend.clear_session()` after
+    every test runs a full collection, which otherwise scans those millions of objects each time
+    (0.24 s a test here; 0.03 s after the freeze)."""
+    gc.collect()
+    gc.freeze()
+
 
 @pytest.fixture(autouse=True)
 def _seeded_and_clean(request, tmp_path_factory, monkeypatch):
@@ -26,7 +37,7 @@ def _seeded_and_clean(request, tmp_path_factory, monkeypatch):
     and caches decoded image folders in a temporary directory, not in ~/.cache.
 
     A module that builds no model opts out with `pytestmark = pytest.mark.no_keras_reset`
-    (the reset costs about 0.2 s a test).
+    (the reset costs about 0.03 s a test, once the imports are frozen).
     """
     if request.node.get_closest_marker("no_keras_reset"):
         yield
