@@ -9,7 +9,9 @@ from tracks.common.training import read_metrics_rows
 from tracks.language.__main__ import main
 
 SMOKE = ["--preset", "smoke", "--data", "pydoc"]
-FAST = ["--depths", "1", "--variants", "pre,plain", "--steps", "20", "--eval-interval", "10"]
+# One block, 20 steps, and no XLA: its compilation (about 8 s a model here) would dominate these runs;
+# the smoke run above keeps the preset's XLA, and tests/tracks/test_xla.py checks that it really ran.
+FAST = ["--depths", "1", "--variants", "pre,plain", "--steps", "20", "--eval-interval", "10", "--xla", "off"]
 REPORT_FILES = ["config.json", "vocab.json", "results.json", "loss_curves.png", "gradient_flow.png",
                 "samples.md", "summary.md", "best_model.keras"]
 
@@ -81,7 +83,7 @@ def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
 
 def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
     # Dropout: the resumed model must also draw the masks the uninterrupted one draws.
-    argv = SMOKE + FAST + ["--dropout", "0.1", "--xla", "off"]  # XLA's compile time would dominate five starts
+    argv = SMOKE + FAST + ["--dropout", "0.1"]
     code, _, err = run_cli(main, argv + ["--out", tmp_path / "whole"], capsys)
     assert code == 0, err
     run_dir = tmp_path / "run"

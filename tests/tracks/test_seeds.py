@@ -14,7 +14,7 @@ from tracks.vision.__main__ import main as vision_main
 
 VISION = ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--epochs", "1", "--landscape-steps", "0"]
 LANGUAGE = ["--preset", "smoke", "--data", "pydoc", "--depths", "1", "--variants", "pre,plain", "--steps", "20",
-            "--eval-interval", "10"]
+            "--eval-interval", "10", "--xla", "off"]  # XLA's compile would dominate three runs
 
 
 def _claim(holds, margin):

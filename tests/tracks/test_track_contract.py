@@ -25,7 +25,7 @@ TRACK_NAMES = sorted(path.parent.name for path in TRACKS_DIR.glob("*/track.py") 
 # The smallest training each track has: a few seconds of every model of a tiny grid.
 TINY = {
     "vision": ["--preset", "smoke", "--data", "synthetic", "--depths", "8", "--epochs", "1"],
-    "language": ["--preset", "smoke", "--data", "pydoc", "--depths", "1", "--variants", "pre,plain"],
+    "language": ["--preset", "smoke", "--data", "pydoc", "--depths", "1", "--variants", "pre,plain", "--xla", "off"],
 }
 # The track-specific diagnose tests measure the smoke grids; here one plain and one residual model suffice.
 DIAGNOSE = {

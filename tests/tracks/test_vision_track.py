@@ -119,6 +119,7 @@ def _finished_rows(run_dir):
     return finished
 
 
+@pytest.mark.slow  # eight starts of a run; test_language_track.py kills the same machinery at three points
 def test_killed_at_every_point_resumes_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
     """Kill the run at each point of a model's life (and press Ctrl-C once); every resume
     continues where it stopped, and the end is the uninterrupted run's result."""
