@@ -100,7 +100,7 @@ def test_the_trained_nets_are_taken_apart_in_seconds_with_what_each_instrument_n
         studied[variant] = experiment.trained_studies(config, spec, model, points)
     plain, residual = studied["plain"], studied["residual"]
     assert "paths" not in plain and len(residual["paths"]["lengths"]) == 5  # a plain net has one path
-    assert plain["deletion"]["num_removed"] == [1, 2, 4] and len(residual["swaps"]["pairs"]) == 3
+    assert plain["deletion"]["num_removed"] == [1, 2, 4] and len(plain["deletion"]["values"][0]) == 3
     assert residual["decomposition"]["relative_error"] < 1e-6 < plain["decomposition"]["relative_error"]
     assert np.asarray(residual["landscape"]["grid"]).shape == (experiment.LANDSCAPE_STEPS,) * 2
     assert residual["landscape"]["alphas"][-1] == pytest.approx(experiment.LANDSCAPE_SPAN)

@@ -319,9 +319,9 @@ def instrument_notes(summary):
 
 # How to read the figures of trained nets taken apart (a track's lesions, paths and landscape).
 LESION_NOTE = (
-    "- **Lesions** (Veit et al. 2016): a trained network with blocks removed or swapped. A "
-    "residual network's 2^n paths overlap, so losing one block leaves half of them; a plain "
-    "network has one path.\n")
+    "- **Lesions** (Veit et al. 2016): a trained network with blocks removed. A residual "
+    "network's 2^n paths overlap, so losing one block leaves half of them; a plain network has "
+    "one path.\n")
 PATHS_NOTE = (
     "- **Paths** (Veit et al. 2016): n residual blocks unroll into 2^n paths from x_0 to x_L, C(n, k) "
     "of them through k branches (the bars: most pass about n/2). The lines: the share of the gradient "

@@ -8,9 +8,11 @@ not: the same weights, only the shortcut differs, as in He et al.'s Figure 6
 classifier sit around the stack.
 
 The trained nets of the deepest depth are then taken apart (`trained_studies`):
-Veit et al. 2016's lesions (one layer removed, k layers removed, neighbours
-swapped) and paths, the stream as x_0 plus every layer's output, and Li et
-al. 2018's loss landscape; each kept to about a second on these small nets.
+Veit et al. 2016's lesions (one layer removed, k layers removed) and paths,
+the stream as x_0 plus every layer's output, and Li et al. 2018's loss
+landscape; each kept to about a second on these small nets. (Veit et al.'s
+swaps of neighbouring layers are left out: 19 more passes of each net, and
+lesion.png shows the same contrast; `diagnostics.swap_blocks` measures them.)
 """
 
 import dataclasses
@@ -31,7 +33,7 @@ LIMIT = 1.25
 REMOVED = (1, 2, 4, 8, 16)  # k layers removed at once (those up to the depth) ...
 DELETION_DRAWS = 3  # ... in this many random sets each
 PATH_POINTS = 32  # test points whose gradient is split by path length
-LANDSCAPE_STEPS = 9  # the loss landscape's grid: 9 x 9 evaluations of the training points ...
+LANDSCAPE_STEPS = 7  # the loss landscape's grid: 7 x 7 evaluations of the training points ...
 LANDSCAPE_SPAN = 0.25  # ... a quarter of the weights' norm each way (at 1, Li et al.'s span, one step leaves the basin)
 
 
@@ -98,8 +100,8 @@ def boundary(model):
 def trained_studies(config, spec, model, data):
     """A trained net taken apart: what results.json keeps of it (about a second each).
 
-    - lesion, deletion, swaps (Veit et al. 2016): test accuracy with each layer
-      removed, with k random layers removed at once, with two neighbours swapped;
+    - lesion, deletion (Veit et al. 2016): test accuracy with each layer
+      removed, with k random layers removed at once;
     - paths (Veit et al., residual nets only: a plain net has one path): the
       gradient at the first layer's input carried by paths of each length;
     - decomposition: x_L against x_0 plus every layer's branch output (exact
@@ -113,7 +115,6 @@ def trained_studies(config, spec, model, data):
         "deletion": diagnostics.delete_blocks(model, test, num_removed=[k for k in REMOVED if k <= spec.depth],
                                               draws=DELETION_DRAWS, metric="accuracy", batch_size=points,
                                               seed=config.seed),
-        "swaps": diagnostics.swap_blocks(model, test, metric="accuracy", batch_size=points),
         "decomposition": diagnostics.stream_decomposition(model, instrument_batch(config, data)[0]),
         "landscape": diagnostics.loss_landscape(model, data.x_train, data.y_train, steps=LANDSCAPE_STEPS,
                                                 span=LANDSCAPE_SPAN, seed=config.seed, batch_size=len(data.y_train)),

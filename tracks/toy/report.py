@@ -141,8 +141,8 @@ def plot_trained(config, results, directory, subtitle):
     """The deepest trained nets taken apart (experiment.trained_studies), drawn by residual_keras.plots.
 
     lesion.png and block_deletion.png (Veit et al. 2016: one layer removed;
-    k layers removed, neighbours swapped), paths.png (the residual net's
-    paths), loss_landscape.png (Li et al. 2018). Returns the figures drawn.
+    k layers removed), paths.png (the residual net's paths),
+    loss_landscape.png (Li et al. 2018). Returns the figures drawn.
     """
     figures = []
     on_test = f"{subtitle}; on the {config.points} test points"
@@ -153,11 +153,10 @@ def plot_trained(config, results, directory, subtitle):
         figures.append(("Removing one layer of the trained nets", "lesion.png"))
     depth, entries = deepest_with(config, results, "deletion")
     if entries:
-        plots.block_deletion([m["deletion"] for m in entries], [m.get("swaps") for m in entries],
-                             [series_label(m) for m in entries], path=directory / "block_deletion.png",
-                             subtitle=on_test,
-                             title=f"Test accuracy with k layers removed or two neighbours swapped ({depth} layers)")
-        figures.append(("Removing k layers, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
+        plots.block_deletion([m["deletion"] for m in entries], labels=[series_label(m) for m in entries],
+                             path=directory / "block_deletion.png", subtitle=on_test,
+                             title=f"Test accuracy with k of the {depth} layers removed at once")
+        figures.append(("Removing k layers at once (Veit et al. 2016)", "block_deletion.png"))
     depth, entries = deepest_with(config, results, "paths")
     if entries:
         plots.path_gradients([m["paths"] for m in entries], [series_label(m) for m in entries],
