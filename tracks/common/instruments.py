@@ -324,9 +324,9 @@ LESION_NOTE = (
     "one path.\n")
 PATHS_NOTE = (
     "- **Paths** (Veit et al. 2016): n residual blocks unroll into 2^n paths from x_0 to x_L, C(n, k) "
-    "of them through k branches (the bars: most pass about n/2). The lines: the share of the gradient "
-    "at x_0 that the paths of each length carry; right, the gradient of one path of each length, which "
-    "shrinks with every branch it passes, so the short paths carry most of it.\n")
+    "of them through k branches. Left: the share of the paths of each length (bars; most pass about "
+    "n/2 branches) and the share of the gradient at x_0 that they carry (line). Right: the gradient "
+    "of one path of each length, which shrinks with every branch it passes.\n")
 LANDSCAPE_NOTE = (
     "- **Loss landscape** (Li et al. 2018): the training loss of each deepest trained net on the plane "
     "through its weights spanned by two random directions, each filter scaled to the weights' own "
