@@ -10,7 +10,7 @@ from tracks.language.__main__ import main
 
 SMOKE = ["--preset", "smoke", "--data", "pydoc"]
 # One block, 20 steps, and no XLA: its compilation (about 8 s a model here) would dominate these runs;
-# the smoke run above keeps the preset's XLA, and tests/tracks/test_xla.py checks that it really ran.
+# the smoke run below keeps the preset's XLA and checks that it really ran.
 FAST = ["--depths", "1", "--variants", "pre,plain", "--steps", "20", "--eval-interval", "10", "--xla", "off"]
 REPORT_FILES = ["config.json", "vocab.json", "results.json", "loss_curves.png", "gradient_flow.png",
                 "samples.md", "summary.md", "best_model.keras"]
@@ -37,6 +37,7 @@ def _check_run(run_dir, ids, intervals):
     return results
 
 
+@pytest.mark.slow  # every variant with the preset's XLA; the tests below train pre and plain
 def test_smoke_run_on_pydoc_writes_every_file_and_samples(tmp_path, capsys):
     # Every variant, at one depth (the whole smoke preset, both depths, runs in .ci/docker_check).
     code, out, _ = run_cli(main, SMOKE + ["--depths", "1", "--out", tmp_path / "run"], capsys)
@@ -44,6 +45,7 @@ def test_smoke_run_on_pydoc_writes_every_file_and_samples(tmp_path, capsys):
     ids = [f"{v}-1-warmup0" for v in ("pre", "post", "plain", "rezero")]
     results = _check_run(tmp_path / "run", ids, intervals=2)
     assert results["dataset"] == "pydoc"
+    assert all(entry["xla"] for entry in results["models"])  # the preset's XLA on a CPU, and it held
     code, out, err = run_cli(main, ["sample", tmp_path / "run", "--prompt", "def ", "--num-chars", "40",
                                     "--seed", "1"], capsys)
     assert code == 0, err

@@ -10,6 +10,7 @@ nbclient = pytest.importorskip("nbclient")
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
 
 
+@pytest.mark.slow  # a Jupyter kernel and a whole notebook each; .ci/run runs the slow tests
 @pytest.mark.parametrize("name", ["vision.ipynb", "language.ipynb"])
 def test_notebook_runs_with_tiny_settings(name, monkeypatch):
     monkeypatch.setenv("RESIDUAL_KERAS_TINY", "1")

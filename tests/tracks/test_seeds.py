@@ -84,6 +84,7 @@ def _models(path):
     return {m["id"]: m for m in json.loads(path.read_text())["models"]}
 
 
+@pytest.mark.slow  # three vision runs; the language test below runs the same dispatcher by default
 def test_vision_seeds_run_is_each_seed_run_then_the_spread(tmp_path, capsys):
     code, out, err = run_cli(vision_main, VISION + ["--seeds", "0,1", "--out", tmp_path / "run"], capsys)
     assert code == 0, err

@@ -44,6 +44,7 @@ def _check_run(run_dir, config_epochs=2, variants=("plain", "residual"), depths=
     return results
 
 
+@pytest.mark.slow  # the whole smoke preset (four models, the landscape); test_track_contract.py trains a tiny grid
 def test_smoke_run_writes_every_file(tmp_path, capsys):
     code, out, _ = run_cli(main, SMOKE + ["--out", tmp_path / "run"], capsys)
     assert code == 0
@@ -307,6 +308,7 @@ def test_diagnose_draws_the_instruments_without_training(tmp_path, capsys):
     assert "--resume" not in err
 
 
+@pytest.mark.slow  # two logical devices and a strategy: a process of its own
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     """Data parallelism without GPUs: the CPU split into two devices, one replica each."""
     import os
