@@ -229,6 +229,42 @@ def test_masked_text_contributions_count_the_real_positions_only():
     np.testing.assert_allclose(result["attention"][0], expected, rtol=1e-5)
 
 
+def test_training_dynamics_on_padded_text_counts_the_real_positions_only():
+    """branch_ratio and the x_L - x_0 columns, against the blocks written out by hand over the real positions."""
+    model, ids, y = masked_text_classifier()
+    assert (ids == 0).any() and (ids != 0).all(axis=1).any()  # padded rows, and one without padding
+    dynamics = d.TrainingDynamics(ids, y)
+    dynamics.set_model(model)
+    dynamics.on_epoch_begin(0)
+    rows = {row["name"]: row for row in dynamics.rows}
+    mask = ids != 0
+    real = mask[..., None].astype("float32")  # (B, T, 1)
+
+    def ratio(update, stream):  # per example, ||update|| / ||stream|| over the real positions
+        return np.linalg.norm((update * real).reshape(len(ids), -1), axis=1) / np.linalg.norm(
+            (stream * real).reshape(len(ids), -1), axis=1)
+
+    x0 = x = _numpy(model.get_layer("embed")(ids))  # (B, T, C)
+    for name in ("block1", "block2"):
+        block = model.get_layer(name)
+        attention = _numpy(block.attention_branch(x, padding_mask=mask))  # Pre-LN: x + F(LN(x))
+        h = x + attention
+        feedforward = _numpy(block.feedforward_branch(h))
+        np.testing.assert_allclose(h + feedforward, _numpy(block(x, padding_mask=mask)), rtol=1e-5, atol=1e-6)
+        expected = np.mean([ratio(attention, x), ratio(feedforward, h)])  # the mean over examples and steps
+        assert rows[name]["branch_ratio"] == pytest.approx(expected, rel=1e-5)
+        x = h + feedforward
+    # x_L - x_0 as a (real positions, channels) matrix.
+    final, start = x[mask].astype("float64"), x0[mask].astype("float64")
+    singular = np.linalg.svd(final - start, compute_uv=False)
+    shares = singular / singular.sum()
+    rank = int(np.sum(singular > 1e-3 * np.linalg.norm(final, 2)))
+    for row in rows.values():
+        assert row["delta_size"] == pytest.approx(np.linalg.norm(final - start) / np.linalg.norm(start), rel=1e-5)
+        assert row["delta_effective_rank"] == pytest.approx(np.exp(-np.sum(shares * np.log(shares))), rel=1e-4)
+        assert row["delta_rank"] == rank
+
+
 def test_dict_outputs_are_read_by_name_in_output_names_order():
     model, x, y = STUDENT_MODELS["dict outputs"]()
     # model(x) returns the dict in the order it was defined on TensorFlow and JAX (sorted on
