@@ -30,6 +30,13 @@ def _dynamics(model, x, y, output_index):
     return {"names": [row["name"] for row in callback.rows], "gain": callback.rows[0]["gradient_gain"]}
 
 
+def _landscape(model, x, y, output_index):
+    """A 3 x 3 grid on four examples; `loss`, the description of the loss used (a string), left out."""
+    result = d.loss_landscape(model, x[:4], keras.tree.map_structure(lambda target: target[:4], y), steps=3,
+                              span=0.5, output_index=output_index)
+    return {key: value for key, value in result.items() if key != "loss"}
+
+
 INSTRUMENTS = {
     "gradient_norms": lambda m, x, y, o: d.gradient_norms(m, x, y, output_index=o),
     "gradient_norms(y=None)": lambda m, x, y, o: d.gradient_norms(m, x, output_index=o),
@@ -44,12 +51,14 @@ INSTRUMENTS = {
     "stream_decomposition": lambda m, x, y, o: d.stream_decomposition(m, x),
     "logit_lens": lambda m, x, y, o: d.logit_lens(m, x, y, output_index=o),
     "TrainingDynamics": _dynamics,
+    "stream_delta_rank": lambda m, x, y, o: d.stream_delta_rank(m, x),
+    "loss_landscape": _landscape,
 }
 
 SHAPE_CHANGING = "U-Net MSE"  # its down2 block halves the map
 REFUSED = {
     **{("shared block", name): (ValueError, "'shared' of model 'shared_net' is called more than once")
-       for name in INSTRUMENTS},
+       for name in INSTRUMENTS if name != "loss_landscape"},  # the loss landscape moves weights, not blocks
     (SHAPE_CHANGING, "gradient_norms(y=None)"): (ValueError, "random class labels.*mse.*pass y="),
     (SHAPE_CHANGING, "path_gradients"): (ValueError, "between 'bottom' and 'up1' changes the stream"),
     (SHAPE_CHANGING, "stream_decomposition"): (ValueError, "between 'bottom' and 'up1' changes the stream"),
