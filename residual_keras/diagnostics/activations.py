@@ -34,7 +34,9 @@ def activation_norms(
     are written back).
 
     Args:
-        model: keras.Model containing residual_keras blocks (any shape).
+        model: a keras.Model of any shape whose blocks implement the
+            residual protocol, or any keras.Model with `blocks` naming the
+            layers to measure (see `gradient_norms`).
         x: a batch of model inputs, or a dataset whose first batch is used.
         training: bool. Mode of BatchNorm/Dropout. Default True.
         blocks: optional list of layer names (or layers) to use as blocks.

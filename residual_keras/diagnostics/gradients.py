@@ -61,9 +61,14 @@ def gradient_norms(
     Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch).
 
     Args:
-        model: keras.Model containing residual_keras blocks, at any depth
-            and of any shape (see the module docstring; `blocks` chooses
-            others).
+        model: a keras.Model of any shape (functional, Sequential or
+            subclassed; nested stages, several outputs, skips around the
+            blocks: see `residual_keras.diagnostics`). Its blocks are the
+            layers that implement the residual protocol (a
+            `residual_steps()` method: the package's blocks,
+            `residual_keras.Residual` or a layer of your own), at any depth,
+            as `residual_keras.diagnostics.blocks(model)` lists them; or
+            the layers `blocks` names, which need not implement it.
         x: a batch of model inputs, or a dataset of (x, y) batches whose
             first batch is used (see `residual_keras.diagnostics`).
         y: targets for `loss` (a dict keyed by output name for a model with

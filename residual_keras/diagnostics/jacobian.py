@@ -129,10 +129,12 @@ def jacobian_norm(
     estimate met `tolerance` within `num_iterations`.
 
     Args:
-        model_or_layers: a keras.Model built from residual_keras blocks, or
-            a list of layers/callables applied one after another (block l
-            maps x_{l-1} to x_l; Keras layers are called with
-            `training=False`).
+        model_or_layers: a keras.Model of any shape whose blocks implement
+            the residual protocol, or any keras.Model with `blocks` naming
+            the layers to measure (see `gradient_norms`; `per_branch` reads
+            the protocol's branches); or a list of layers/callables applied
+            one after another (block l maps x_{l-1} to x_l; Keras layers are
+            called with `training=False`).
         x: a batch of inputs: model inputs for a model (x_0 is computed from
             them), x_0 itself for a list.
         num_iterations: int. Maximum power iterations per estimate.

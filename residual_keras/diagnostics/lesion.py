@@ -143,9 +143,9 @@ def lesion(
     lesions work on any model shape.
 
     Args:
-        model: keras.Model containing residual_keras blocks (any shape:
-            nested stages, skips around the blocks, several outputs,
-            Sequential, subclassed).
+        model: a keras.Model of any shape (nested stages, skips around
+            the blocks, several outputs, Sequential, subclassed) whose
+            blocks implement the residual protocol (see `gradient_norms`).
         x: the model's inputs (arrays, or a list/dict of them), with `y`;
             or an `(x, y)` tuple, or a `tf.data.Dataset` (any iterable of
             `(x, y)` batches), with `y` left out.

@@ -146,3 +146,70 @@ def test_gradient_keeps_an_identity_path_through_50_residual_blocks():
     # Zero-gamma makes every branch 0: the stack is exactly the identity path.
     zero_gamma_gain = _backward_gain(_stack(50, zero_gamma=True), np.abs(x))
     assert zero_gamma_gain == pytest.approx(1.0, rel=1e-5)
+
+
+# --------------------------------------------------------------------------
+# cifar_resnet(block=...) with a block of one's own
+# --------------------------------------------------------------------------
+
+
+def conv_residual(filters, strides, name):
+    """A student's block factory: ReLU(shortcut(x) + conv(ReLU(conv(x)))), a 1x1 projection where it downsamples."""
+    branch = keras.Sequential([
+        keras.layers.Conv2D(filters, 3, strides=strides, padding="same", activation="relu", name="conv1"),
+        keras.layers.Conv2D(filters, 3, padding="same", name="conv2"),
+    ], name=f"{name}_branch")
+    shortcut = None if strides == 1 else keras.layers.Conv2D(filters, 1, strides=strides, name=f"{name}_projection")
+    return rk.Residual(branch, shortcut=shortcut, post="relu", name=name)
+
+
+def _conv_params(kernel, channels_in, filters):
+    return kernel * kernel * channels_in * filters + filters  # kernel and bias
+
+
+def test_a_block_factory_of_ones_own_builds_a_resnet_the_instruments_measure():
+    keras.utils.set_random_seed(0)
+    model = cifar_resnet(8, block=conv_residual, width=4, input_shape=(8, 8, 3))
+    names = ["stage1_block1", "stage2_block1", "stage3_block1"]
+    assert model.name == "conv_residual_resnet8"
+    assert list(rk.diagnostics.blocks(model)) == names
+    assert all(isinstance(model.get_layer(name), rk.Residual) for name in names)
+    assert [tuple(model.get_layer(name).output.shape) for name in names] == [
+        (None, 8, 8, 4), (None, 4, 4, 8), (None, 2, 2, 16)]
+    blocks = (_conv_params(3, 4, 4) + _conv_params(3, 4, 4),
+              _conv_params(3, 4, 8) + _conv_params(3, 8, 8) + _conv_params(1, 4, 8),
+              _conv_params(3, 8, 16) + _conv_params(3, 16, 16) + _conv_params(1, 8, 16))
+    stem = 3 * 3 * 3 * 4 + 2 * 4  # conv without bias, BatchNorm's gamma and beta
+    assert count_trainable_params(model) == stem + sum(blocks) + 16 * 10 + 10
+
+    # The forward pass is the stem, the blocks in order, the pool and the classifier.
+    x = np.random.default_rng(0).normal(size=(4, 8, 8, 3)).astype("float32")
+    z = x
+    for name in ("stem_conv", "stem_norm", "stem_relu", *names, "pool", "classifier"):
+        z = model.get_layer(name)(z, training=False)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(x, training=False)),
+                               keras.ops.convert_to_numpy(z), rtol=1e-5, atol=1e-6)
+
+    # The instruments find its blocks, and remove each as its protocol says: ReLU(shortcut(x)).
+    y = np.array([0, 1, 2, 3])
+    flow = rk.diagnostics.gradient_norms(model, x, y)
+    assert flow["names"] == names and np.all(flow["block_weight_grad_norms"] > 0)
+    assert rk.diagnostics.lesion(model, x, y)["removed_as"] == ["ReLU(shortcut(x))"] * 3
+
+
+def test_a_bad_block_factory_is_refused_in_one_line():
+    returns = r"block\(filters, strides, name=...\) must return a Keras layer, got 'conv'"
+    with pytest.raises(TypeError, match=returns) as no_layer:
+        cifar_resnet(8, block=lambda filters, strides, name: "conv")
+    with pytest.raises(ValueError, match="block='conv_residual' is a block of your own.*residual=False") as plain_twin:
+        cifar_resnet(8, block=conv_residual, residual=False)
+    assert "\n" not in str(no_layer.value) + str(plain_twin.value)
+    # A factory whose layers are not residual blocks builds, and the instruments say what is missing.
+    plain = cifar_resnet(8, width=4, input_shape=(8, 8, 3), name="convs",
+                         block=lambda filters, strides, name: keras.layers.Conv2D(
+                             filters, 3, strides=strides, padding="same", name=name))
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype("float32")
+    with pytest.raises(ValueError, match="Model 'convs' has no blocks: no layer implements the residual protocol"):
+        rk.diagnostics.gradient_norms(plain, x)
+    named = rk.diagnostics.gradient_norms(plain, x, blocks=["stage1_block1", "stage2_block1"])
+    assert named["names"] == ["stage1_block1", "stage2_block1"] and np.all(named["stream_grad_norms"] > 0)

@@ -2,9 +2,12 @@
 
 import json
 
+import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
+from keras import ops
 from residual_keras import TokenAndPositionEmbedding, TransformerBlock, cifar_resnet, transformer_lm
 from track_helpers import run_cli
 from tracks.language.__main__ import main as language_main
@@ -115,8 +118,72 @@ def test_output_index_by_name_on_a_dict_model_and_the_lock_is_released(tmp_path,
     measured = json.loads((tmp_path / "run" / "results.json").read_text())["measured"]["two_heads"]
     assert measured["loss"] > 0 and all(norm > 0 for norm in measured["block_weight_grad_norms"])
     RunDirectory(tmp_path / "run", "vision-diagnose").lock()  # free again: the command released it
+    # By position, in the order of model.output_names, not the dict's order: Keras sorts a dict's keys
+    # (0 'aux', 1 'cls') and names each output by its layer (the second is the nested 'resnet8').
+    assert model.output_names == ["aux", "resnet8"] and list(model.output) == ["cls", "aux"]
+    code, _, err = run_cli(vision_main, [*base, "--output-index", "1", "--out", tmp_path / "second"], capsys)
+    assert code == 0, err
+    second = json.loads((tmp_path / "second" / "results.json").read_text())["measured"]["two_heads"]
+    for key in ("loss", "gradient_gain", "stream_grad_norms", "block_weight_grad_norms"):
+        assert second[key] == pytest.approx(measured[key], rel=1e-6), key
+    code, _, err = run_cli(vision_main, [*base, "--output-index", "0", "--out", tmp_path / "first"], capsys)
+    assert code == 2 and "random class labels, which the loss of model.compile (mse)" in err, err
+    assert not (tmp_path / "first").exists()
     code, _, err = run_cli(vision_main, [*base, "--out", tmp_path / "refused"], capsys)
     assert code == 2 and "2 outputs (0 'aux'" in err and not (tmp_path / "refused").exists()
+
+
+@keras.saving.register_keras_serializable(package="test_diagnose_model")
+class SqrtGateBlock(keras.layers.Layer):
+    """y = x + sqrt(s) * Dense(x), with s >= 0 starting at 0, where d sqrt(s) / ds is infinite."""
+
+    def build(self, input_shape):
+        self.dense = keras.layers.Dense(input_shape[-1], name="dense")
+        self.dense.build(input_shape)
+        self.s = self.add_weight(name="s", shape=(), initializer="zeros")
+
+    def branch(self, x):
+        return ops.sqrt(self.s) * self.dense(x)
+
+    def call(self, x):
+        return x + self.branch(x)
+
+    def residual_steps(self, **unused):
+        return [rk.ResidualStep("", branch=self.branch)]
+
+
+def test_a_weight_gradient_that_is_not_finite_is_a_failure(tmp_path, capsys):
+    inputs = keras.Input((8,))
+    x = SqrtGateBlock(name="gate2")(SqrtGateBlock(name="gate1")(keras.layers.Dense(8, name="stem")(inputs)))
+    path = _save(keras.Model(inputs, keras.layers.Dense(3)(x), name="gated"), tmp_path / "gated.keras")
+    # The loss and the stream's gradient are finite (the blocks are the identity); d loss / d s is not.
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", path, "--input-shape", "8", "--examples", "4",
+                                         "--out", tmp_path / "run"], capsys)
+    assert code == 1 and "the measurements of gated are not numbers (NaN" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_gradient_is_a_failure_only_where_the_loss_is_zero(tmp_path, capsys):
+    # A classifier over one class (a student's Dense(1) head): its log-softmax is exactly 0, so the
+    # loss is 0 and no gradient reaches any block, whatever the blocks do. That measures nothing.
+    backbone = cifar_resnet(8, width=4, input_shape=(8, 8, 3))
+    head = keras.layers.Dense(1, name="one_class")(backbone.get_layer("pool").output)
+    one_class = keras.Model(backbone.input, head, name="one_class")
+    one_class.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = _save(one_class, tmp_path / "one_class.keras")
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", path, "--input-shape", "8,8,3", "--examples", "4",
+                                         "--out", tmp_path / "nothing"], capsys)
+    assert code == 1 and "the measurements of one_class measure nothing: the loss is 0" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "nothing").exists()
+    # Fixup starts its classifier at 0: no gradient reaches a block, but the loss (ln 10) is measured.
+    fixup = _save(cifar_resnet(8, width=4, input_shape=(8, 8, 3), norm="fixup"), tmp_path / "fixup.keras")
+    code, _, err = run_cli(vision_main, ["diagnose", "--model", fixup, "--input-shape", "8,8,3", "--examples", "4",
+                                         "--out", tmp_path / "run"], capsys)
+    assert code == 0, err
+    measured = json.loads((tmp_path / "run" / "results.json").read_text())["measured"]["fixup"]
+    assert measured["gradient_gain"] is None and not any(measured["block_weight_grad_norms"])
+    assert measured["loss"] == pytest.approx(np.log(10), rel=1e-5)
+    assert "undefined" in (tmp_path / "run" / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("failure, code, said", [

@@ -62,7 +62,8 @@ def _parser(prog, config_cls, presets, default_preset):
                         help="for a model with several outputs: the one the loss reads, by position "
                              "(in the order of model.output_names) or by name")
     parser.add_argument("--blocks", default=None, metavar="NAME,NAME,...",
-                        help="the layers to measure as blocks (default: the residual_keras blocks)")
+                        help="the layers to measure as blocks (default: every layer that implements the "
+                             "residual protocol: the package's blocks, residual_keras.Residual, yours)")
     parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
                         help="import this module first (it registers your own layer classes)")
     parser.add_argument("--calibrate-batchnorm", action=argparse.BooleanOptionalAction, default=False,
@@ -348,12 +349,15 @@ def _measure(run, track, config, measurement, blocks, output_index, args):
         return fail(f"{error} (diagnose --model measures classifiers and next-token models with "
                     "the data's labels or random ones; a model that needs targets of its own is "
                     "measured from Python: residual_keras.diagnostics.gradient_norms(model, x, y))")
-    broken = [label for label, values in summary.items() if not _finite_measurement(values)]
+    broken = {}  # {what is wrong: [labels]}
+    for label, values in summary.items():
+        problem = _measurement_problem(values)
+        if problem is not None:
+            broken.setdefault(problem, []).append(label)
     if broken:
         run.discard()
-        fail(f"the measurements of {', '.join(broken)} are not numbers (NaN or infinite: the "
-             "model's loss or its gradient on this batch is not finite; a batch of padding only, or a "
-             "model that overflows, does this); nothing was written")
+        fail("; ".join(f"the measurements of {', '.join(labels)} {problem}" for problem, labels in broken.items())
+             + "; nothing was written")
         return 1
     run.update_results(track=f"{track.name}-diagnose", dataset=None if data is None else data.name,
                        banner=None if data is None else data.banner, saved_models=described,
@@ -375,8 +379,22 @@ def _measure(run, track, config, measurement, blocks, output_index, args):
 SAVED_MODEL_JACOBIAN_ITERATIONS = 50
 
 
-def _finite_measurement(values):
-    """Whether a model's loss and stream gradients are finite numbers (None: NaN, after jsonable)."""
+def _measurement_problem(values):
+    """What makes a model's measurement no measurement (the end of a sentence), or None.
+
+    Its loss, its stream gradients and its blocks' weight gradients must be
+    finite numbers (None after `jsonable`: NaN or infinite). A loss of
+    exactly 0 from which no gradient reaches any block measures nothing.
+    No gradient with a loss above 0 is a measurement: a head that starts at
+    0 (Fixup's) passes none back at initialisation, and the summary says so
+    (the gain is "undefined").
+    """
     loss = values.get("loss")
-    norms = values.get("stream_grad_norms") or []
-    return loss is not None and all(norm is not None for norm in norms)
+    gradients = [*(values.get("stream_grad_norms") or []), *(values.get("block_weight_grad_norms") or [])]
+    if loss is None or any(norm is None for norm in gradients):
+        return ("are not numbers (NaN or infinite: the model's loss or its gradient on this batch is not "
+                "finite; a batch of padding only, or a model that overflows, does this)")
+    if loss == 0 and not any(gradients):
+        return ("measure nothing: the loss is 0 and no gradient reaches any block (the output the loss reads "
+                "does not depend on the blocks, or matches its targets exactly; see --output-index)")
+    return None
