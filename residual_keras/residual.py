@@ -344,14 +344,9 @@ class Residual(layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        if not self.branch.built:
-            self.branch.build(input_shape)
-        if self.shortcut is not None and not self.shortcut.built:
-            self.shortcut.build(input_shape)
-        output_shape = self.branch.compute_output_shape(input_shape)
+        output_shape = _build(self.branch, input_shape)
+        shortcut_shape = tuple(input_shape) if self.shortcut is None else _build(self.shortcut, input_shape)
         if self.residual:
-            shortcut_shape = (tuple(input_shape) if self.shortcut is None
-                              else self.shortcut.compute_output_shape(input_shape))
             if tuple(shortcut_shape)[1:] != tuple(output_shape)[1:]:
                 raise ValueError(
                     f"Residual {self.name!r}: the branch maps {tuple(input_shape)} to "
@@ -408,7 +403,7 @@ class Residual(layers.Layer):
         return None if self.alpha is None else float(ops.convert_to_numpy(self.alpha))
 
     def compute_output_shape(self, input_shape):
-        return self.branch.compute_output_shape(input_shape)
+        return _build(self.branch, input_shape)
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -431,6 +426,26 @@ class Residual(layers.Layer):
         config = dict(config)
         config["post"] = _deserialize(config.get("post"))
         return cls(**config)  # branch and shortcut: deserialized by __init__
+
+
+def _overrides(layer, method):
+    return getattr(type(layer), method) is not getattr(layers.Layer, method)
+
+
+def _build(layer, input_shape):
+    """Builds `layer` for inputs of `input_shape` and returns its output shape.
+
+    A layer of one's own need not write `build` or `compute_output_shape`
+    (sublayers made in `__init__`, as Keras' guide allows): it is then traced
+    through its `call` on a symbolic input, which builds its sublayers, as
+    Keras does when such a layer is first called.
+    """
+    if not layer.built and _overrides(layer, "build"):
+        layer.build(input_shape)
+    if _overrides(layer, "compute_output_shape"):
+        return tuple(layer.compute_output_shape(input_shape))
+    spec = layer.compute_output_spec(keras.KerasTensor(tuple(input_shape), dtype=layer.compute_dtype))
+    return tuple(spec.shape)
 
 
 __all__ = [

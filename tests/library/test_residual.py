@@ -85,6 +85,39 @@ def test_identity_init_starts_as_the_identity_and_alpha_learns():
     assert model.get_layer("block").identity_scale() != 0.0
 
 
+@keras.saving.register_keras_serializable(package="test_residual")
+class NormDense(layers.Layer):
+    """A student's branch as Keras' guide writes one: sublayers made in __init__, no build, no output shape."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.norm = layers.LayerNormalization(name="norm")
+        self.dense = layers.Dense(units, activation="relu", name="dense")
+
+    def call(self, x):
+        return self.dense(self.norm(x))
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+
+def test_a_branch_without_build_or_output_shape_is_traced_built_and_saved(tmp_path, recwarn):
+    inputs = keras.Input((6,))
+    block = Residual(NormDense(6, name="branch"), name="block")
+    model = keras.Model(inputs, block(inputs))
+    assert tuple(model.output.shape) == (None, 6) and block.branch.dense.kernel.shape == (6, 6)
+    x = keras.ops.convert_to_tensor(X)
+    f = _numpy(block.branch.dense(block.branch.norm(x)))
+    np.testing.assert_allclose(_numpy(model(x)), X + f, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"branch maps \(None, 6\) to \(None, 3\)"):
+        Residual(NormDense(3))(inputs)
+    assert not [w for w in recwarn if "build()" in str(w.message)], [str(w.message) for w in recwarn]
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    np.testing.assert_allclose(_numpy(loaded(x)), _numpy(model(x)), rtol=1e-6)
+
+
 def test_bad_arguments_are_refused_with_what_to_do():
     with pytest.raises(TypeError, match="branch must be a Keras layer or model.*Sequential"):
         Residual(lambda x: x)
