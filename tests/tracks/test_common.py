@@ -189,6 +189,15 @@ def test_the_strategy_is_checked_before_anything_runs(monkeypatch):
         check_strategy("multiworker")
 
 
+def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
+    from tracks.common.runtime import setup_runtime
+
+    setup_runtime("fp32", "off", "none", cpu_graph_optimizer=False)
+    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
+    setup_runtime("fp32", "off", "none")  # the next run, another track's: Grappler on again
+    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is False
+
+
 def _tiny_model():
     inputs = keras.Input((4,))
     model = keras.Model(inputs, keras.layers.Dense(1)(inputs))

@@ -53,6 +53,7 @@ class Track:
     prefetch_dataset: Optional[str] = None  # the TFDS name `prefetch` downloads (None: no prefetch)
     download_host: Optional[str] = None  # the host TFDS downloads it from (checked before downloading)
     cpu_xla: bool = False  # XLA on for the CPU under --xla auto (measured per track)
+    cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: tracks/common/runtime.py)
     commands: Mapping[str, Callable[["Track", list], int]] = {}  # extra subcommands: name -> f(track, argv)
     instrument_options: Mapping[str, Any] = {}  # keyword arguments of instruments.at_initialisation
     instrument_examples: str = "examples"  # what the instruments' batch holds, as a reader says it
@@ -218,7 +219,7 @@ class Track:
         from tracks.common.training import run_grid
 
         runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
-                                cpu_xla=self.cpu_xla)
+                                cpu_xla=self.cpu_xla, cpu_graph_optimizer=self.cpu_graph_optimizer)
         specs = self.grid(config)
         estimate = self.estimate_seconds(config, data, specs, runtime.accelerator)
         announce(run, config, runtime, specs, estimate, self.describe_data(data))
