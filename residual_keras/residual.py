@@ -403,7 +403,7 @@ class Residual(layers.Layer):
         return None if self.alpha is None else float(ops.convert_to_numpy(self.alpha))
 
     def compute_output_shape(self, input_shape):
-        return _build(self.branch, input_shape)
+        return _output_shape(self.branch, input_shape)
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -436,12 +436,17 @@ def _build(layer, input_shape):
     """Builds `layer` for inputs of `input_shape` and returns its output shape.
 
     A layer of one's own need not write `build` or `compute_output_shape`
-    (sublayers made in `__init__`, as Keras' guide allows): it is then traced
-    through its `call` on a symbolic input, which builds its sublayers, as
+    (sublayers made in `__init__`, as Keras' guide allows): `_output_shape`
+    then traces its `call` on a symbolic input, which builds its sublayers, as
     Keras does when such a layer is first called.
     """
     if not layer.built and _overrides(layer, "build"):
         layer.build(input_shape)
+    return _output_shape(layer, input_shape)
+
+
+def _output_shape(layer, input_shape):
+    """`layer`'s `compute_output_shape`, or the shape of a symbolic call where it writes none."""
     if _overrides(layer, "compute_output_shape"):
         return tuple(layer.compute_output_shape(input_shape))
     spec = layer.compute_output_spec(keras.KerasTensor(tuple(input_shape), dtype=layer.compute_dtype))
