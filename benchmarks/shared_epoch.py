@@ -11,11 +11,13 @@ run). Each epoch's seconds come from the run's own metrics CSV; the first
 epoch (tracing, the first batches) is left out. Prints each condition's
 median epoch and its slowdown against the quiet one, and writes them to
 benchmarks/shared_epoch.json. A fair share of 2 cores between 2 processes is
-a slowdown of 2.
+a slowdown of 2. `RESIDUAL_KERAS_THREAD_SPINNING=1` measures the runs with
+TensorFlow's spinning thread pools (the tracks turn spinning off).
 """
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -27,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from throughput import Competitors  # noqa: E402
+
+SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"  # tracks/common/runtime.py's (not imported: no TensorFlow here)
 
 
 def train(model, epochs, out):
@@ -78,6 +82,8 @@ def main(argv=None):
                                               ("beside a training run", "training"))}
     quiet = statistics.median(conditions["quiet"])
     results = {"model": args.model, "epochs": args.epochs, "fair_share_slowdown": 2,
+               # the training processes' thread pools (tracks/common/runtime.py: off unless the variable is 1)
+               "thread_spinning": os.environ.get(SPINNING_VARIABLE) == "1",
                "conditions": {name: {"epoch_seconds": [round(s, 2) for s in seconds],
                                      "median_s": round(statistics.median(seconds), 2),
                                      "slowdown": round(statistics.median(seconds) / quiet, 2)}

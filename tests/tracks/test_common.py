@@ -198,6 +198,32 @@ def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is False
 
 
+SPINNING_PROBE = ("import tracks.common.runtime as runtime, tensorflow as tf\n"
+                  "tf.constant(1.0) + 1.0  # TensorFlow's runtime and its thread pools start here\n"
+                  "print(runtime.thread_spinning(), runtime.disable_thread_spinning())\n")
+
+
+def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
+    # A fresh process, as a run starts: the import asks for pools that do not spin, before the first
+    # operation makes them; after it, asking again takes no effect (and says so). The variable keeps them.
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key != "RESIDUAL_KERAS_THREAD_SPINNING"}
+    env.update(PYTHONPATH=str(root), TF_CPP_MIN_LOG_LEVEL="3")
+    probes = [subprocess.Popen([sys.executable, "-c", SPINNING_PROBE], env={**env, **extra}, cwd=root,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for extra in ({}, {"RESIDUAL_KERAS_THREAD_SPINNING": "1"})]
+    outputs = [probe.communicate(timeout=120) for probe in probes]
+    assert [out.strip().splitlines()[-1] for out, _ in outputs] == ["False False", "True False"], outputs
+
+
+def test_a_run_records_whether_its_thread_pools_spin():
+    from tracks.common.runtime import setup_runtime, thread_spinning
+
+    described = setup_runtime("fp32", "off", "none").describe()
+    assert described["thread_spinning"] is thread_spinning()
+    assert isinstance(described["thread_spinning"], bool)
+
+
 def _tiny_model():
     inputs = keras.Input((4,))
     model = keras.Model(inputs, keras.layers.Dense(1)(inputs))

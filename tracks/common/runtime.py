@@ -7,6 +7,12 @@ track says whether XLA is faster, and whether TensorFlow's graph optimizer
 (a 20-layer MLP of 32 units: the first call of its training step 13.5 s with
 Grappler, 7.3 s without, later steps equally fast). `jit_compile="auto"` is
 never used, since Keras resolves it to "off" on a CPU and with tf.distribute.
+
+TensorFlow's thread pools wait for work by spinning before they sleep; on a
+machine shared with another CPU-bound program a spinning thread burns the
+time slice its partner needs (benchmarks/NOTES.md, fourth pass), so the
+tracks turn spinning off when this module is imported (before TensorFlow
+makes its thread pools); `RESIDUAL_KERAS_THREAD_SPINNING=1` keeps it.
 """
 
 import dataclasses
@@ -16,6 +22,42 @@ import platform
 
 import keras
 import tensorflow as tf
+
+SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
+
+
+def disable_thread_spinning():
+    """Asks TensorFlow for thread pools that sleep when idle instead of spinning; True if it took effect.
+
+    Only possible before TensorFlow's runtime starts (its first operation):
+    the pools are made then, from the context's ConfigProto, and no public
+    API sets `experimental.disable_thread_spinning` in eager mode, so this
+    writes the context's pending config. False once the runtime is running
+    (the pools stay as they are).
+    """
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+
+    eager = context.context()
+    if eager._initialized:
+        return False
+    config = config_pb2.ConfigProto()
+    if eager._config is not None:
+        config.CopyFrom(eager._config)
+    config.experimental.disable_thread_spinning = True
+    eager._config = config
+    return True
+
+
+def thread_spinning():
+    """Whether TensorFlow's thread pools spin when idle (as its runtime was or will be made)."""
+    from tensorflow.python.eager import context
+
+    return not context.context().config.experimental.disable_thread_spinning
+
+
+if os.environ.get(SPINNING_VARIABLE) != "1":
+    disable_thread_spinning()
 
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
@@ -66,6 +108,7 @@ class Runtime:
             "xla": self.xla,
             "strategy": self.strategy_name,
             "replicas": self.num_replicas,
+            "thread_spinning": thread_spinning(),
             "versions": versions(),
         }
 
