@@ -79,9 +79,10 @@ def fp32_matmul_peak(seconds=6.0, sizes=PEAK_SIZES, slot=1.0, libraries=PEAK_LIB
     Both libraries use every core the process may use: numpy through its
     BLAS (OpenBLAS in the wheels), TensorFlow through oneDNN, the library the
     models run on. They differ by up to 2x on one machine (an AMD EPYC with
-    AVX-512: OpenBLAS 220 GFLOP/s, oneDNN 464 at 4096), so the machine's peak
-    is the best of every library and size: what it demonstrably sustains on
-    dense fp32 arithmetic. `seconds` is spent on each (library, size).
+    AVX-512: OpenBLAS 220-230 GFLOP/s at every size, oneDNN 358 at 1024 and
+    464 at 4096), so the machine's peak is the best of every library and
+    size: what it demonstrably sustains on dense fp32 arithmetic. `seconds`
+    is spent on each (library, size).
     """
     measured = {}
     for library in libraries:

@@ -44,6 +44,15 @@ def test_matmul_peak_is_the_best_slot_of_every_library_and_size():
     assert peak["best_gflops"] == best == peak["measured"][peak["best_of"]]["best_gflops"]
 
 
+def test_the_peak_line_names_the_best_and_each_other_librarys_best():
+    from benchmarks.throughput import describe_peak
+
+    measured = {"numpy 1024": {"best_gflops": 230.1}, "numpy 4096": {"best_gflops": 229.7},
+                "tensorflow 1024": {"best_gflops": 368.7}, "tensorflow 4096": {"best_gflops": 438.0}}
+    peak = {"best_gflops": 438.0, "best_of": "tensorflow 4096", "measured": measured}
+    assert describe_peak(peak) == "438.0 GFLOP/s (tensorflow 4096; numpy 1024: 230.1)"
+
+
 def test_the_benchmark_builds_every_model_config_it_measures():
     # The benchmark builds its configs from the tracks' presets: a preset change must not break it
     # silently (one did: the quick language preset gained --warmup-variants).

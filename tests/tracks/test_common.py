@@ -221,7 +221,6 @@ def test_a_run_records_whether_its_thread_pools_spin():
 
     described = setup_runtime("fp32", "off", "none").describe()
     assert described["thread_spinning"] is thread_spinning()
-    assert isinstance(described["thread_spinning"], bool)
 
 
 def _tiny_model():
