@@ -5,11 +5,12 @@
     python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
 """
 
-import argparse
 import ast
 import importlib.util
 import pathlib
 import sys
+
+from tracks.common.options import OneLineParser, package_version
 
 def tracks():
     """[(track, console script or None)]: every folder of this package with a track.py, found, not listed.
@@ -34,25 +35,16 @@ def summary(track):
     return first.split(":", 1)[1].strip() if first.startswith("`") else first
 
 
-def version():
-    """The package's version, read from residual_keras/_version.py without importing Keras."""
-    origin = pathlib.Path(importlib.util.find_spec("residual_keras").origin).with_name("_version.py")
-    for node in ast.parse(origin.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__version__":
-            return node.value.value
-    return "unknown"
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["exercises"], ["check"]):
         from tracks.exercises.grader import main as exercises_main
 
         return exercises_main(argv)
-    parser = argparse.ArgumentParser(prog="python -m tracks", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"residual-keras {version()}")
+    parser = OneLineParser(prog="python -m tracks", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"residual-keras {package_version()}")
     parser.parse_args(argv)
-    print(f"residual-keras {version()}: the tracks (each one trains by default; --help lists its "
+    print(f"residual-keras {package_version()}: the tracks (each one trains by default; --help lists its "
           f"options and commands)\n")
     for track, script in tracks():
         print((f"  {track:<9} {'python -m tracks.' + track:<26}" + (f" or  {script}" if script else "")).rstrip())

@@ -7,59 +7,88 @@
     python -m tracks.X prefetch             download the track's data set for offline runs
     python -m tracks.X <command>            the track's own commands (`Track.commands`)
 
-Every command that writes a run goes through `command.run_command` (the lock,
-one-line errors, Ctrl-C); diagnose --model too.
+Each command reads and checks its arguments and the environment with the
+standard library first (a refusal is one line, exit code 2, before
+TensorFlow loads and before anything is written), then calls
+`process.configure_process` once, then works. Every command that writes a
+run goes through `command.run_command` (the lock, one-line errors, Ctrl-C
+and SIGTERM); diagnose --model too.
 """
 
-import argparse
 import sys
 
-from tracks.common.command import run_command
+from tracks.common.command import run_command, signals_as_interruptions
+from tracks.common.config import ConfigError
 from tracks.common.console import fail, log
-from tracks.common.options import train_parser
-from tracks.common.resume import start_or_resume
+from tracks.common.options import OneLineParser, train_parser
+from tracks.common.process import configure_process, read_environment
+from tracks.common.resume import check_run, start_or_resume
 
 
 def main(track, argv=None):
     """Runs the command `argv` (default: sys.argv[1:]) of `track`; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command, rest = (argv[0], argv[1:]) if argv else (None, [])
-    if command in track.commands:
-        return track.commands[command](track, rest)
-    if command == "diagnose":
-        return diagnose_command(track, rest)
-    if command == "compare":
-        from tracks.common.compare import compare_command
+    try:
+        environment = read_environment()
+    except ConfigError as error:
+        return fail(str(error))
+    with signals_as_interruptions():
+        if command in track.commands:
+            return track.commands[command](track, rest)
+        if command == "diagnose":
+            return diagnose_command(track, rest, environment)
+        if command == "compare":
+            from tracks.common.compare import compare_command
 
-        return compare_command(track, rest)
-    if command == "prefetch":
-        return prefetch_command(track, rest)
-    return train_command(track, argv)
+            return compare_command(track, rest)
+        if command == "prefetch":
+            return prefetch_command(track, rest, environment)
+        return train_command(track, argv, environment)
 
 
-def train_command(track, argv):
-    """`python -m tracks.X [options]`: one run, or with `--seeds` one run per seed and their spread."""
-    from tracks.common import seeds
-
-    args = train_parser(track.prog, track.usage, track.config_cls, track.presets,
-                        track.default_preset).parse_args(argv)
+def _checked_then_started(track, args, environment, **start):
+    """(checked, prepare): the options checked now (ConfigError); `prepare` sets up TensorFlow, then the run."""
+    checked = check_run(track, args, start.get("run_name"))
 
     def prepare():
-        config, run, data = start_or_resume(track, args)
-        return config, run, data
+        try:
+            configure_process(environment)
+        except BaseException:
+            if checked[1] is not None:
+                checked[1].release()
+            raise
+        return start_or_resume(track, args, checked, **start)
 
-    return run_command(track.prog, prepare, lambda config, run, data: seeds.train(track, config, run, data))
+    return checked, prepare
 
 
-def diagnose_command(track, argv):
+def train_command(track, argv, environment):
+    """`python -m tracks.X [options]`: one run, or with `--seeds` one run per seed and their spread."""
+    args = train_parser(track.prog, track.usage, track.config_cls, track.presets,
+                        track.default_preset).parse_args(argv)
+    try:
+        _, prepare = _checked_then_started(track, args, environment)
+    except ConfigError as error:
+        return fail(str(error))
+
+    def train(config, run, data):
+        from tracks.common import seeds
+
+        return seeds.train(track, config, run, data)
+
+    return run_command(track.prog, prepare, train)
+
+
+def diagnose_command(track, argv, environment):
     """`python -m tracks.X diagnose`: the grid's instruments at initialisation, no training.
 
     With `--model PATH.keras`: the same instruments on saved models (diagnose_model.py).
     """
-    from tracks.common import diagnose_model
+    if any(arg == "--model" or arg.startswith("--model=") for arg in argv):
+        from tracks.common.diagnose_model import diagnose_saved_models
 
-    if diagnose_model.wants_saved_models(argv):
-        return diagnose_model.diagnose_saved_models(track, argv)
+        return diagnose_saved_models(track, argv, environment)
     prog = f"{track.prog} diagnose"
     parser = train_parser(prog, "Measure gradient flow, activation growth and the stream's Jacobian "
                           "of every grid model at initialisation (no training).", track.config_cls,
@@ -69,10 +98,13 @@ def diagnose_command(track, argv):
         return fail("diagnose does not resume: it trains nothing; run it again with a new --out")
     if getattr(args, "seeds", None):
         return fail("diagnose trains nothing, so --seeds has nothing to average; measure one seed with --seed N")
-
-    def prepare():
-        return start_or_resume(track, args, run_name=f"{track.name}-diagnose",
-                               reuse_hint="choose another --out (diagnose always writes a new directory)")
+    args.force = True  # nothing is trained: the training estimate does not apply
+    try:
+        _, prepare = _checked_then_started(
+            track, args, environment, run_name=f"{track.name}-diagnose",
+            reuse_hint="choose another --out (diagnose always writes a new directory)")
+    except ConfigError as error:
+        return fail(str(error))
 
     def diagnose(config, run, data):
         from tracks.common import instruments
@@ -88,13 +120,11 @@ def diagnose_command(track, argv):
     return run_command(prog, prepare, diagnose, resumable=False)
 
 
-def prefetch_command(track, argv):
+def prefetch_command(track, argv, environment):
     """`python -m tracks.X prefetch [--data-dir DIR]`: download and prepare the track's data set."""
-    from tracks.common.tfds_source import prefetch
-
     if track.prefetch_dataset is None:
         return fail(f"{track.prog} makes its data itself: there is nothing to download")
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"{track.prog} prefetch",
         description=f"Download and prepare {track.prefetch_dataset} into the TFDS data directory, so that "
                     "later runs (and Docker images built with PREFETCH_DATA=1) work offline.",
@@ -102,6 +132,9 @@ def prefetch_command(track, argv):
     parser.add_argument("--data-dir", default=None,
                         help="TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
     args = parser.parse_args(argv)
+    configure_process(environment)
+    from tracks.common.tfds_source import prefetch
+
     return prefetch(track.prefetch_dataset, track.download_host, args.data_dir, log=log)
 
 

@@ -2,13 +2,47 @@
 
 Everything that can fail on bad input is checked before the run directory is
 created; the run's lock is held while the command works and released however
-the work ends; bad input, a damaged or unwritable file is one line (exit 2),
-Ctrl-C is one line saying what was kept (exit 130), never a traceback.
+the work ends; bad input, a damaged or unwritable file (a full disk) is one
+line (exit 2), Ctrl-C (SIGINT) and SIGTERM are one line saying what was kept
+(exit 130 and 143, as a shell reports a process those signals ended), never
+a traceback.
 """
+
+import contextlib
+import signal
+import threading
 
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, warn
 from tracks.common.run_dir import describe_os_error
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (as Ctrl-C raises KeyboardInterrupt), so that a run stops the same way."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
+@contextlib.contextmanager
+def signals_as_interruptions():
+    """SIGTERM raises `Terminated` in the block (in the main thread); the previous handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interruption(error):
+    """(word, exit code) of an interruption: SIGTERM 143, Ctrl-C 130 (128 + the signal's number)."""
+    if isinstance(error, Terminated):
+        return "terminated (SIGTERM)", 128 + signal.SIGTERM
+    return "interrupted", 128 + signal.SIGINT
 
 
 def run_command(prog, prepare, work, *, resumable=True):
@@ -26,9 +60,10 @@ def run_command(prog, prepare, work, *, resumable=True):
     """
     try:
         config, run, payload = prepare()
-    except KeyboardInterrupt:
-        warn("interrupted before anything was written")
-        return 130
+    except KeyboardInterrupt as error:
+        word, code = _interruption(error)
+        warn(f"{word} before anything was written")
+        return code
     except OSError as error:
         return fail(describe_os_error(error))
     except (ConfigError, ValueError) as error:
@@ -37,14 +72,15 @@ def run_command(prog, prepare, work, *, resumable=True):
         try:
             code = work(config, run, payload)
             return 0 if code is None else code
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as error:
+            word, code = _interruption(error)
             if resumable:
-                warn(f"interrupted; finished epochs and models are kept: continue with "
+                warn(f"{word}; finished epochs and models are kept: continue with "
                      f"{prog} --resume {run.path}")
             else:
                 run.discard()
-                warn("interrupted; nothing was kept")
-            return 130
+                warn(f"{word}; nothing was kept")
+            return code
         except ConfigError as error:  # a damaged file found during the run
             if not resumable:
                 run.discard()
@@ -60,4 +96,4 @@ def run_command(prog, prepare, work, *, resumable=True):
             raise
 
 
-__all__ = ["run_command"]
+__all__ = ["Terminated", "run_command", "signals_as_interruptions"]

@@ -26,12 +26,13 @@ list) and how a reader names its data (`data_title`); this module knows no
 track.
 """
 
-import argparse
 import json
 import math
 import pathlib
 
 from tracks.common.console import fail, log
+from tracks.common.options import OneLineParser
+from tracks.common.process import configure_process, read_environment
 from tracks.common.report import format_value, text_table
 from tracks.common.run_dir import RunFileError, read_json
 
@@ -214,7 +215,7 @@ def _describe(results, config, title_of):
 def compare_command(track, argv):
     """The `compare` command of a `Track`; returns the exit code (0, or 2 for bad input)."""
     figures_of, findings_of = track.comparison_figures, track.findings
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"{track.prog} compare",
         description="Print a run's numbers beside a reference run's (docs/reference/...), with the "
                     "lab sheet's tolerance bands, and mark what lies outside them.")
@@ -237,6 +238,11 @@ def compare_command(track, argv):
         return fail(f"RUN {args.run} is {KIND_TEXT[kinds['RUN']]} and REFERENCE {args.reference} "
                     f"{KIND_TEXT[kinds['REFERENCE']]}: compare a diagnose run with a diagnose reference "
                     f"(docs/reference/{track.name}-diagnose-...) and a training run with a training reference")
+    for name, results in (("RUN", run), ("REFERENCE", reference)):
+        empty = _nothing_to_compare(results, kinds[name])
+        if empty:
+            return fail(f"{name} {getattr(args, name.lower())} {empty}: there is nothing to compare")
+    configure_process(read_environment())  # the tracks' figures and findings may use Keras
     kind, title_of = kinds["RUN"], track.data_title
     log(f"reference: {args.reference} ({_describe(reference, reference_config, title_of)})")
     log(f"this run:  {args.run} ({_describe(run, run_config, title_of)})")
@@ -267,6 +273,16 @@ def compare_command(track, argv):
     print(f"{outside} of {sum(1 for row in rows if row[3] != '—')} values with a band lie outside it; "
           f"{sum(1 for row in verdicts if row[3])} of {len(verdicts)} findings differ from the reference")
     return 0
+
+
+def _nothing_to_compare(results, kind):
+    """Why a run has no figures to compare (a run that stopped before its first model finished), or None."""
+    if kind == "training" and not results.get("models"):
+        return ("has no finished model (its results.json lists none: it stopped before the first one "
+                "finished; continue it with --resume)")
+    if kind == "diagnose" and not results.get("initialisation"):
+        return "has no measurements at initialisation (its results.json records none: it did not finish)"
+    return None
 
 
 def verdict_rows(reference_findings, run_findings):

@@ -11,13 +11,36 @@ written to `config.json` in the run directory, which `--resume` reads back.
 import argparse
 import dataclasses
 import json
+import math
 import os
 import types
 import typing
 
+PRECISIONS = ("auto", "bf16", "fp32")
+XLA_CHOICES = ("auto", "on", "off")
+STRATEGIES = ("none", "mirrored", "multiworker")
+
 
 class ConfigError(ValueError):
     """Bad user input: the CLI prints the message and exits with code 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """The options of how a run computes, shared by every track's config (runtime.py applies them)."""
+
+    precision: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
+                                  "choices": PRECISIONS}
+    )
+    xla: str = dataclasses.field(
+        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
+                                  "choices": XLA_CHOICES}
+    )
+    strategy: str = dataclasses.field(
+        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
+                                  "choices": STRATEGIES}
+    )
 
 
 def refuse_repeats(option, values):
@@ -36,11 +59,25 @@ def option_name(field_name):
     return "--" + field_name.replace("_", "-")
 
 
+def finite_float(text):
+    """A float option's value: a finite number ('nan', 'inf' and overflowing values such as 1e309 refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+finite_float.__name__ = "float"  # argparse names the type in its message: "invalid float value"
+
+
 def _parse_tuple(item_type, name):
     def parse(text):
         try:
             return tuple(item_type(item.strip()) for item in text.split(",") if item.strip())
-        except ValueError:
+        except (ValueError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(
                 f"{option_name(name)} expects a comma-separated list of "
                 f"{item_type.__name__}, got {text!r}"
@@ -61,9 +98,11 @@ def _option_kwargs(field, hints):
         kwargs["action"] = argparse.BooleanOptionalAction
     elif origin is tuple:
         item_type = typing.get_args(hint)[0]
-        kwargs["type"] = _parse_tuple(item_type, field.name)
+        kwargs["type"] = _parse_tuple(finite_float if item_type is float else item_type, field.name)
         kwargs["metavar"] = "A,B,..."
-    elif hint in (int, float, str):
+    elif hint is float:
+        kwargs["type"] = finite_float
+    elif hint in (int, str):
         kwargs["type"] = hint
     if "choices" in field.metadata:
         kwargs["choices"] = field.metadata["choices"]

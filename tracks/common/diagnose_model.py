@@ -24,18 +24,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracks.common import instruments
 from tracks.common.command import run_command
 from tracks.common.console import fail, log
+from tracks.common.model_file import check_model_file, explain_load_failure
 from tracks.common.options import train_parser
+from tracks.common.process import configure_process
 from tracks.common.resume import resolve_config
 from tracks.common.run_dir import RunDirectory
 from tracks.common.track import GridModel
-
-
-def wants_saved_models(argv):
-    """True when `diagnose` is given `--model`: measure saved models, not the track's grid."""
-    return any(arg == "--model" or arg.startswith("--model=") for arg in argv)
 
 
 def _parser(prog, config_cls, presets, default_preset):
@@ -85,16 +81,10 @@ def _load(paths, modules):
             raise ValueError(f"--import {module}: {error}") from None
     loaded, labels = [], []
     for path in map(pathlib.Path, paths):
-        if not path.is_file():
-            raise ValueError(f"--model {path}: no such file")
         try:
             model = keras.saving.load_model(path)
         except Exception as error:  # noqa: BLE001  (Keras raises many kinds for a file it cannot read)
-            raise ValueError(
-                f"--model {path}: Keras could not load it ({type(error).__name__}: {error}). A model "
-                "with layers of your own needs them registered with "
-                "keras.saving.register_keras_serializable: pass --import MODULE for the module "
-                "that defines them.") from None
+            raise ValueError(explain_load_failure(path, error)) from None
         label = path.stem if path.stem not in labels else f"{path.stem}-{len(labels) + 1}"
         labels.append(label)
         loaded.append((label, path, model))
@@ -270,13 +260,14 @@ class _Measurement(NamedTuple):
     data: Any  # the track's data, or None (random inputs)
 
 
-def diagnose_saved_models(track, argv):
+def diagnose_saved_models(track, argv, environment):
     """The `diagnose --model` command of a `Track`; returns the exit code.
 
     It runs as every command that writes a run does (`command.run_command`):
     the models and the batch are loaded and checked before the run directory
     is made, the run's lock is released however the measurement ends, and
-    an interrupted or failed measurement leaves nothing behind.
+    an interrupted or failed measurement leaves nothing behind. The options
+    and the files are checked before TensorFlow loads (`configure_process`).
     """
     prog = f"{track.prog} diagnose"
     args = _parser(prog, track.config_cls, track.presets,
@@ -294,12 +285,15 @@ def diagnose_saved_models(track, argv):
             raise ValueError(f"--examples must be >= 1, got {args.examples}")
         if args.input_shape is None and (args.input_dtype or args.input_range):
             raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
+        shape = None if args.input_shape is None else _parse_shape(args.input_shape)
+        for path in args.model:
+            check_model_file(path)
+        configure_process(environment)
         loaded = _load(args.model, args.modules)
         data = None
         if args.input_shape is None:
             config = dataclasses.replace(config, data=track.parse_source(config.data))
             data = track.load_data(config)
-        shape = None if args.input_shape is None else _parse_shape(args.input_shape)
         batches = []
         for _, _, model in loaded:
             if shape is not None:
@@ -326,6 +320,7 @@ def diagnose_saved_models(track, argv):
 
 def _measure(run, track, config, measurement, blocks, output_index, args):
     """The instruments on the loaded models, into `run`; the exit code (the run is discarded on failure)."""
+    from tracks.common import instruments
     from tracks.common.runtime import setup_runtime
 
     loaded, x, y, shape, data = measurement

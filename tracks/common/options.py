@@ -2,11 +2,18 @@
 
 `train_parser` builds the parser `train` and `diagnose` share; its options
 default to None so that "not given" stays visible (`config_from_args` fills
-them from the preset, `--resume` refuses them).
+them from the preset, `--resume` refuses them). Every parser of the tracks
+is a `OneLineParser`: a bad argument is one line and exit code 2. Nothing
+here imports TensorFlow or Keras: `--help`, `--version` and every refusal
+answer before they load.
 """
 
 import argparse
+import ast
 import dataclasses
+import importlib.metadata
+import importlib.util
+import pathlib
 import sys
 
 from tracks.common.config import add_config_options, option_name
@@ -17,7 +24,14 @@ from tracks.common.config import add_config_options, option_name
 APPLIED_ON_RESUME = ("data_dir", "xla", "strategy", "steps_per_execution")
 
 
-class _PresetParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line ("error: ..."), exit code 2, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+class _PresetParser(OneLineParser):
     """An ArgumentParser whose --help gives every config option's value in the chosen preset.
 
     The options default to None (so that "not given" is visible to
@@ -76,6 +90,10 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--out", default=None, help="run directory to create (default: runs/<track>-<timestamp>)")
     parser.add_argument(
+        "--force", action="store_true",
+        help="run even when the estimate from the config exceeds this machine (more memory than it has, "
+             "or more than a day on a CPU), which is otherwise refused with the estimate")
+    parser.add_argument(
         "--resume", default=None, metavar="RUN_DIR",
         help="continue an interrupted run: finished models are skipped, the one in training "
              "resumes from its last epoch; the run's own config.json is used (of the other "
@@ -86,14 +104,29 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     return parser
 
 
+def package_version():
+    """The package's version, read from residual_keras/_version.py without importing Keras."""
+    origin = pathlib.Path(importlib.util.find_spec("residual_keras").origin).with_name("_version.py")
+    for node in ast.parse(origin.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__version__":
+            return node.value.value
+    return "unknown"
+
+
+def _installed(*distributions):
+    """The version of the first of `distributions` installed (tensorflow also ships as tensorflow-cpu)."""
+    for distribution in distributions:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
 def version_line():
-    """'residual-keras 0.1.0 (keras 3.15.1, tensorflow 2.21.0)' for --version."""
-    import keras
-    import tensorflow as tf
-
-    from residual_keras import __version__
-
-    return f"residual-keras {__version__} (keras {keras.__version__}, tensorflow {tf.__version__})"
+    """'residual-keras 0.1.0 (keras 3.15.1, tensorflow 2.21.0)' for --version, from the installed metadata."""
+    return (f"residual-keras {package_version()} (keras {_installed('keras')}, "
+            f"tensorflow {_installed('tensorflow', 'tensorflow-cpu')})")
 
 
-__all__ = ["APPLIED_ON_RESUME", "train_parser", "version_line"]
+__all__ = ["APPLIED_ON_RESUME", "OneLineParser", "package_version", "train_parser", "version_line"]

@@ -4,7 +4,6 @@ The figures themselves are drawn by `residual_keras.plots` (one palette, one
 convention, no pyplot state), so reports render on machines without a display.
 """
 
-from tracks.common.training import tensorboard_available
 
 
 def format_value(value, kind="float"):
@@ -49,6 +48,8 @@ def text_table(headers, rows):
 
 def run_ending(run, headers, rows, extra_lines=()):
     """What the terminal shows when a run ends: the results table, then where everything is."""
+    from tracks.common.training import tensorboard_available
+
     lines = [f"results ({len(rows)} models, also in {run.path / 'results.json'}):", "",
              text_table(headers, rows), "", *extra_lines]
     tensorboard = run.path / "tensorboard"

@@ -1,8 +1,11 @@
 """A new run or a resumed one, checked before anything is written.
 
-`start_or_resume` does everything that can fail on bad input first (the
-options, the strategy's requirements, loading the data, the resumed run's
-config and data fingerprint) and only then creates or locks the run.
+`check_run` does, with the standard library only, everything that can fail
+on the options: the config and its ranges, the strategy's requirements, the
+estimate against the machine (`limits.py`) and, for `--resume`, the run's
+own config.json. Then the command sets up TensorFlow, and `start_or_resume`
+loads the data, checks what needs them and the resumed run's data
+fingerprint, and only then creates the run.
 `--resume RUN` continues RUN with its own config.json; only the options of
 `APPLIED_ON_RESUME` (how a run computes, not what) may be given with it, and
 the data must be those the run was trained on.
@@ -13,7 +16,9 @@ import os
 
 from tracks.common.config import ConfigError, config_from_args, given_options, option_name
 from tracks.common.console import log
+from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
+from tracks.common.process import check_strategy
 from tracks.common.run_dir import RunDirectory
 
 
@@ -50,15 +55,38 @@ def resolve_config(args, run_name, config_cls, presets):
     return config, run, recorded
 
 
-def start_or_resume(track, args, *, run_name=None, reuse_hint=None):
-    """Everything that can fail on bad input, then the run directory: (config, run, data).
+def check_run(track, args, run_name=None):
+    """(config, run or None, recorded fingerprint or None): the options checked, before TensorFlow loads.
 
-    Nothing is written before the options, the strategy, the data and (for
-    `--resume`) the run's data fingerprint have been checked.
+    A new run's config is checked against the machine (`Track.resources`,
+    refused unless `--force`); a resumed run was when it started. A resumed
+    run comes back locked (its lock file is the only thing written).
+
+    Raises:
+        ConfigError: one line for the user; no run is left locked.
+    """
+    config, run, recorded = resolve_config(args, run_name or track.name, track.config_cls, track.presets)
+    try:
+        check_strategy(config.strategy)
+        if run is None:
+            refuse_beyond_machine(track.resources(config), force=getattr(args, "force", False))
+    except BaseException:
+        if run is not None:
+            run.release()
+        raise
+    return config, run, recorded
+
+
+def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
+    """The data loaded and checked, then the run directory: (config, run, data).
+
+    Nothing is written before the data and (for `--resume`) the run's data
+    fingerprint have been checked.
 
     Args:
         track: the `Track` (its config, presets and data).
         args: the parsed `train_parser` options.
+        checked: what `check_run` returned.
         run_name: the name written to config.json and the default directory's
             prefix (default: the track's name; "<name>-diagnose" for diagnose).
         reuse_hint: what the error for a non-empty --out suggests.
@@ -66,12 +94,9 @@ def start_or_resume(track, args, *, run_name=None, reuse_hint=None):
     Raises:
         ConfigError, ValueError, OSError: one line for the user; no run is left locked.
     """
-    from tracks.common.runtime import check_strategy
-
     run_name = run_name or track.name
-    config, run, recorded = resolve_config(args, run_name, track.config_cls, track.presets)
+    config, run, recorded = checked
     try:
-        check_strategy(config.strategy)
         config = dataclasses.replace(config, data=track.parse_source(config.data))
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
@@ -109,4 +134,4 @@ def refuse_other_data(run, recorded, actual):
             )
 
 
-__all__ = ["refuse_other_data", "resolve_config", "start_or_resume"]
+__all__ = ["check_run", "refuse_other_data", "resolve_config", "start_or_resume"]

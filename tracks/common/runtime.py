@@ -10,20 +10,22 @@ never used, since Keras resolves it to "off" on a CPU and with tf.distribute.
 
 TensorFlow's thread pools wait for work by spinning before they sleep; on a
 machine shared with another CPU-bound program a spinning thread burns the
-time slice its partner needs (benchmarks/NOTES.md, fourth pass), so the
-tracks turn spinning off when this module is imported (before TensorFlow
-makes its thread pools); `RESIDUAL_KERAS_THREAD_SPINNING=1` keeps it.
+time slice its partner needs (benchmarks/NOTES.md, fourth pass), so
+`process.configure_process` turns spinning off (`disable_thread_spinning`)
+before TensorFlow makes its thread pools; `RESIDUAL_KERAS_THREAD_SPINNING=1`
+keeps it. This module imports TensorFlow: a command imports it after
+`configure_process`.
 """
 
 import dataclasses
-import json
 import os
 import platform
 
 import keras
 import tensorflow as tf
 
-SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
+from tracks.common.config import STRATEGIES
+from tracks.common.process import check_strategy, read_environment
 
 
 def disable_thread_spinning():
@@ -54,32 +56,6 @@ def thread_spinning():
     from tensorflow.python.eager import context
 
     return not context.context().config.experimental.disable_thread_spinning
-
-
-if os.environ.get(SPINNING_VARIABLE) != "1":
-    disable_thread_spinning()
-
-PRECISIONS = ("auto", "bf16", "fp32")
-XLA_CHOICES = ("auto", "on", "off")
-STRATEGIES = ("none", "mirrored", "multiworker")
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeOptions:
-    """The options of how a run computes, shared by both tracks' configs."""
-
-    precision: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",
-                                  "choices": PRECISIONS}
-    )
-    xla: str = dataclasses.field(
-        default="auto", metadata={"help": "auto (on for GPU; the measured faster choice on CPU) | on | off",
-                                  "choices": XLA_CHOICES}
-    )
-    strategy: str = dataclasses.field(
-        default="none", metadata={"help": "none | mirrored (all local GPUs) | multiworker (needs TF_CONFIG)",
-                                  "choices": STRATEGIES}
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,37 +133,6 @@ def make_strategy(name, cpu_replicas=None):
     raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
 
 
-def check_strategy(name):
-    """Raises `ValueError` when the strategy `name` cannot run here (before anything is written).
-
-    multiworker needs TF_CONFIG: a JSON object with the cluster's workers and
-    this process' task, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]},
-    "task": {"type": "worker", "index": 0}}.
-    """
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
-    if name != "multiworker":
-        return
-    text = os.environ.get("TF_CONFIG")
-    if not text:
-        raise ValueError(
-            "--strategy multiworker needs the TF_CONFIG environment variable describing the "
-            "cluster (see the README's multi-machine section)"
-        )
-    try:
-        tf_config = json.loads(text)
-        workers = tf_config["cluster"]["worker"]
-        index = tf_config["task"]["index"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(
-            'TF_CONFIG must be JSON like {"cluster": {"worker": ["host:port", ...]}, '
-            f'"task": {{"type": "worker", "index": 0}}}}; got {text[:200]!r}'
-        ) from None
-    if not isinstance(workers, list) or not isinstance(index, int) or not 0 <= index < len(workers):
-        raise ValueError(f"TF_CONFIG's task index {index!r} does not name one of its "
-                         f"{len(workers) if isinstance(workers, list) else 0} workers")
-
-
 def _reduce_per_tensor(strategy):
     """Lets Keras 3.15's `fit` run under MultiWorkerMirroredStrategy.
 
@@ -227,10 +172,11 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
             run: a run after another track's gets its own track's choice.
         seed: seeds Python, NumPy and the backend.
         cpu_replicas: logical CPU devices for a mirrored strategy, to try data
-            parallelism without GPUs (default: $RESIDUAL_KERAS_CPU_REPLICAS).
+            parallelism without GPUs (default: $RESIDUAL_KERAS_CPU_REPLICAS, checked
+            by `process.read_environment`).
     """
-    if cpu_replicas is None and os.environ.get("RESIDUAL_KERAS_CPU_REPLICAS"):
-        cpu_replicas = int(os.environ["RESIDUAL_KERAS_CPU_REPLICAS"])
+    if cpu_replicas is None:
+        cpu_replicas = read_environment().cpu_replicas
     strategy_object = make_strategy(strategy, cpu_replicas)  # before devices initialise
     keras.utils.set_random_seed(seed)
     gpus = _gpu_details()

@@ -34,20 +34,6 @@ SEED_RULE = (
 )
 
 
-def check_seeds(seeds):
-    """`ValueError` for a `--seeds` list that is not at least two distinct seeds >= 0."""
-    if not seeds:
-        return
-    if len(seeds) < 2:
-        raise ValueError(f"--seeds needs at least two seeds, got {','.join(map(str, seeds))} "
-                         "(for one seed use --seed)")
-    if min(seeds) < 0:
-        raise ValueError(f"--seeds must be >= 0, got {','.join(map(str, seeds))}")
-    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
-    if repeated:
-        raise ValueError(f"--seeds lists {', '.join(map(str, repeated))} more than once; give each seed once")
-
-
 def seed_directory(run, seed):
     return run.path / f"seed-{seed}"
 
@@ -266,6 +252,6 @@ def write_seeds_summary(run, *, title, banner, description, table, combined, fig
     (run.path / "summary.md").write_text("\n".join(lines))
 
 
-__all__ = ["SEED_RULE", "aggregate_models", "band_series", "check_seeds", "combine_findings",
+__all__ = ["SEED_RULE", "aggregate_models", "band_series", "combine_findings",
            "combined_finding_lines", "mean_curve", "mean_std", "seed_directory", "spread_cell", "train",
            "train_each_seed", "write_seeds_results", "write_seeds_summary"]

@@ -9,7 +9,8 @@ A track is a subclass of `Track` that fills in what it is:
   `build_model`, `is_plain`, and the batch the instruments read
   (`instrument_batch`, named by `instrument_examples`);
 - training: `trainer(config, run, data, runtime)`, which returns the function
-  that trains one grid point and returns its results entry;
+  that trains one grid point and returns its results entry, and `resources`,
+  the run's memory and CPU time estimated from its config alone;
 - its report: `write_report`, `results_table`, `write_seeds_report`,
   `comparison_figures`, `findings`;
 - optional subcommands of its own (`commands`, e.g. a `sample` command).
@@ -143,6 +144,14 @@ class Track:
 
     def estimate_seconds(self, config, data, specs, accelerator):
         """The time the run is expected to take, printed before it starts (None: no estimate)."""
+        return None
+
+    def resources(self, config):
+        """A new run's `limits.Estimate` from its config alone, before anything loads (None: never refused).
+
+        Set against the machine before TensorFlow loads: a run beyond it is
+        refused with the estimate unless `--force` (tracks/common/limits.py).
+        """
         return None
 
     def cost(self, spec):

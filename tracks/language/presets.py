@@ -11,9 +11,11 @@ import dataclasses
 import math
 from typing import Optional
 
-from tracks.common.config import refuse_repeats
-from tracks.common.runtime import RuntimeOptions
-from tracks.common.seeds import check_seeds
+from tracks.common.checks import (check_counts, check_depths, check_finite_floats, check_seed, check_seeds,
+                                  min_head_dim)
+from tracks.common.config import RuntimeOptions, refuse_repeats
+
+MAX_DEPTH = 96  # Transformer blocks: GPT-3's deepest model has 96
 
 VARIANTS = ("pre", "post", "plain", "rezero")
 VARIANT_HELP = (
@@ -35,7 +37,7 @@ class LanguageConfig(RuntimeOptions):
     data_dir: Optional[str] = dataclasses.field(
         default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
     )
-    depths: tuple[int, ...] = dataclasses.field(default=(2, 6), metadata={"help": "numbers of Transformer blocks, e.g. 2,6,12"})
+    depths: tuple[int, ...] = dataclasses.field(default=(2, 6), metadata={"help": f"numbers of Transformer blocks, e.g. 2,6,12 (1..{MAX_DEPTH})"})
     variants: tuple[str, ...] = dataclasses.field(
         default=VARIANTS, metadata={"help": f"comma-separated; {VARIANT_HELP}"}
     )
@@ -48,7 +50,8 @@ class LanguageConfig(RuntimeOptions):
                   "train once, with the longest (e.g. pre,post: the plain twin fails either way)"},
     )
     embed_dim: int = dataclasses.field(default=128, metadata={"help": "width of the residual stream"})
-    num_heads: int = dataclasses.field(default=4, metadata={"help": "attention heads (must divide --embed-dim)"})
+    num_heads: int = dataclasses.field(default=4, metadata={"help": "attention heads (must divide --embed-dim into "
+                                                                    "heads of at least 4 features)"})
     sequence_length: int = dataclasses.field(default=64, metadata={"help": "context length in characters"})
     batch_size: int = dataclasses.field(default=12, metadata={"help": "global batch size (sequences)"})
     steps: int = dataclasses.field(default=2000, metadata={"help": "training steps per model"})
@@ -71,7 +74,7 @@ class LanguageConfig(RuntimeOptions):
                   "xavier: Glorot kernels, N(0, 1) embeddings (Vaswani et al., Xiong et al.)",
                   "choices": ("gpt2", "xavier")},
     )
-    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (init, batches, sampling)"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (init, batches, sampling; 0..2**32-1)"})
     seeds: tuple[int, ...] = dataclasses.field(
         default=(), metadata={"help": "train every model once per seed, e.g. 0,1,2 (each seed's run in seed-N/, "
                                       "then mean +- std and findings judged against the spread; replaces --seed)"}
@@ -105,8 +108,7 @@ class LanguageConfig(RuntimeOptions):
         check_seeds(self.seeds)
         if self.seeds and self.seed != self.seeds[0]:
             raise ValueError(f"--seeds {','.join(map(str, self.seeds))} replaces --seed: give one of them")
-        if not self.depths or min(self.depths) < 1:
-            raise ValueError(f"--depths must be positive integers, got {self.depths}")
+        check_depths(self.depths, MAX_DEPTH)
         if not self.variants:
             raise ValueError("--variants needs at least one variant")
         for variant in self.variants:
@@ -123,18 +125,20 @@ class LanguageConfig(RuntimeOptions):
             if unknown or not self.warmup_variants:
                 raise ValueError(f"--warmup-variants must name some of --variants ({', '.join(self.variants)}), "
                                  f"got {','.join(self.warmup_variants) or 'nothing'}")
-        for name in ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps",
-                     "eval_interval", "steps_per_execution", "instrument_sequences", "sample_chars"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        check_counts(self, ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps", "eval_interval",
+                            "steps_per_execution", "instrument_sequences", "lesion_sequences", "sample_chars"))
+        check_finite_floats(self)
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"--eval-batches must be >= 1 (or left out: all), got {self.eval_batches}")
-        if self.seed < 0:
-            raise ValueError(f"--seed must be >= 0, got {self.seed}")
+        check_seed("--seed", self.seed)
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"--embed-dim {self.embed_dim} is not divisible by --num-heads {self.num_heads}"
             )
+        if self.embed_dim // self.num_heads < min_head_dim():
+            raise ValueError(f"--embed-dim {self.embed_dim} / --num-heads {self.num_heads} gives heads of "
+                             f"{self.embed_dim // self.num_heads} features; the library needs at least "
+                             f"{min_head_dim()} (fewer heads, or a wider --embed-dim)")
         if self.steps % self.eval_interval:
             raise ValueError(
                 f"--steps {self.steps} must be a multiple of --eval-interval {self.eval_interval}"

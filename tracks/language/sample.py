@@ -1,8 +1,12 @@
 """`python -m tracks.language sample RUN_DIR`: text from a finished run's best model."""
 
-import argparse
+import pathlib
 
+from tracks.common.checks import MAX_SEED
+from tracks.common.config import finite_float
 from tracks.common.console import fail
+from tracks.common.options import OneLineParser
+from tracks.common.process import configure_process, read_environment
 from tracks.common.run_dir import RunFileError, describe_os_error, read_json
 
 
@@ -18,21 +22,23 @@ def check_prompt(vocab, prompt):
 
 def sample_command(track, argv):
     """`python -m tracks.language sample RUN_DIR`: generate from the run's best model."""
-    parser = argparse.ArgumentParser(prog=f"{track.prog} sample",
-                                     description="Generate text from a run's best_model.keras.")
+    parser = OneLineParser(prog=f"{track.prog} sample", description="Generate text from a run's best_model.keras.")
     parser.add_argument("run_dir", help="a finished language run directory")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--num-chars", type=int, default=300, help="characters to generate")
-    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely")
-    parser.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    parser.add_argument("--temperature", type=finite_float, default=0.8, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely (>= 1)")
+    parser.add_argument("--seed", type=int, default=None, help=f"seed for reproducible samples (0..{MAX_SEED})")
     args = parser.parse_args(argv)
-    import pathlib
-
-    import keras
-
-    from residual_keras import generate
     from tracks.language.vocabulary import CharVocabulary
+
+    for option, bad, allowed in (("--num-chars", args.num_chars < 0, ">= 0"),
+                                 ("--temperature", args.temperature < 0, ">= 0 (0 = greedy)"),
+                                 ("--top-k", args.top_k is not None and args.top_k < 1, ">= 1"),
+                                 ("--seed", args.seed is not None and not 0 <= args.seed <= MAX_SEED,
+                                  f"in 0..{MAX_SEED}")):
+        if bad:
+            return fail(f"{option} must be {allowed}, got {getattr(args, option[2:].replace('-', '_'))}")
 
     run_dir = pathlib.Path(args.run_dir)
     model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"
@@ -47,10 +53,13 @@ def sample_command(track, argv):
     try:
         check_prompt(vocab, args.prompt)
         prompt = vocab.encode(args.prompt)
-        if args.num_chars < 0:
-            raise ValueError(f"--num-chars must be >= 0, got {args.num_chars}")
     except ValueError as error:
         return fail(str(error))
+    configure_process(read_environment())
+    import keras
+
+    from residual_keras import generate
+
     try:
         model = keras.saving.load_model(model_path)
     except Exception as error:  # a damaged zip, a foreign file: Keras raises many kinds

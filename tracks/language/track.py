@@ -17,8 +17,8 @@ writes a sample so you can read the difference.
 """
 
 from tracks.common.console import log
+from tracks.common.limits import Estimate
 from tracks.common.track import GridModel, Track
-from tracks.language import experiment, report
 from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
 from tracks.language.sample import check_prompt, sample_command
 
@@ -64,6 +64,18 @@ class LanguageTrack(Track):
 
     def check(self, config, data):
         check_prompt(data.vocab, config.prompt)
+        windows = len(data.val_tokens) - config.sequence_length
+        if windows < 1:
+            raise ValueError(f"--sequence-length {config.sequence_length} is longer than the "
+                             f"{len(data.val_tokens)} validation characters of {data.name}; lower it")
+        if len(data.train_tokens) <= config.sequence_length:
+            raise ValueError(f"--sequence-length {config.sequence_length} is longer than the "
+                             f"{len(data.train_tokens)} training characters of {data.name}; lower it")
+        for option, count in (("--lesion-sequences", config.lesion_sequences),
+                              ("--instrument-sequences", config.instrument_sequences)):
+            if count > windows:
+                raise ValueError(f"{option} {count} is more than the {windows} validation windows of "
+                                 f"{config.sequence_length} characters in {data.name}; lower it")
 
     def banner(self, data):
         return "PYDOC FALLBACK DATA, NOT TINY SHAKESPEARE" if data.banner else None
@@ -80,15 +92,21 @@ class LanguageTrack(Track):
     # Models ---------------------------------------------------------------------
 
     def grid(self, config):
+        from tracks.language import experiment
+
         return experiment.grid(config)
 
     def build_model(self, config, spec, data):
+        from tracks.language import experiment
+
         return experiment.build_model(config, spec, data.vocab.size)
 
     def is_plain(self, spec):
         return spec.variant == "plain"
 
     def instrument_batch(self, config, data):
+        from tracks.language import experiment
+
         return experiment.instrument_batch(config, data)
 
     def initial_models(self, config, data, specs):
@@ -108,28 +126,55 @@ class LanguageTrack(Track):
     # Training ---------------------------------------------------------------------
 
     def estimate_seconds(self, config, data, specs, accelerator):
+        return self._seconds(config, [spec.depth for spec in specs], accelerator)
+
+    def _seconds(self, config, depths, accelerator):
         rate = REFERENCE_TOKENS_PER_SECOND["gpu" if accelerator else "cpu"]
         tokens = config.steps * config.batch_size * config.sequence_length
-        cost = sum((spec.depth / 4) * (config.embed_dim / 128) ** 2 for spec in specs)
+        cost = sum((depth / 4) * (config.embed_dim / 128) ** 2 for depth in depths)
         return tokens * cost / rate * 1.15 + 60  # evaluation, samples; instruments at init
+
+    def resources(self, config):
+        compared = config.variants if config.warmup_variants is None else config.warmup_variants
+        per_depth = sum(1 for warmup in config.warmup_steps for variant in config.variants
+                        if variant in compared or warmup == max(config.warmup_steps))
+        depth, width, length = max(config.depths), config.embed_dim, config.sequence_length
+        # A block: 12 width^2 weights (attention 4, MLP 8); it keeps about 16 floats a token and width
+        # (LayerNorms, q, k, v, MLP) and heads x length attention scores a token for the backward pass.
+        weights = depth * 12 * width**2 + (256 + length) * width
+        activations = depth * length * (16 * width + 2 * config.num_heads * length)
+        return Estimate(
+            data_bytes=0,  # the texts are a few MB
+            model_bytes=4 * (4 * weights + config.batch_size * activations),  # + gradients, AdamW's 2 slots
+            cpu_seconds=self._seconds(config, [d for d in config.depths for _ in range(per_depth)], False)
+            * max(1, len(config.seeds)),
+        )
 
     def cost(self, spec):
         return spec.depth + 2  # embedding and head cost about two blocks
 
     def run_fields(self, config, data):
+        from tracks.language import experiment
+
         return {"vocab_size": data.vocab.size, "unknown_val_chars": data.unknown_val_chars,
                 "unigram_loss": experiment.unigram_loss(data)}
 
     def trainer(self, config, run, data, runtime):
+        from tracks.language import experiment
+
         data.vocab.save(run.path / "vocab.json")
         return lambda spec: experiment.train_one(config, spec, runtime, data, run, log)
 
     # The report ----------------------------------------------------------------------
 
     def subtitle(self, config, data):
+        from tracks.language import report
+
         return report.run_subtitle(config, data)
 
     def write_report(self, run, config, results, data):
+        from tracks.language import report
+
         from tracks.common import instruments
 
         figures = [("Validation loss", "loss_curves.png")]
@@ -143,18 +188,28 @@ class LanguageTrack(Track):
         report.write_summary(run, config, results, figures, data.banner)
 
     def results_table(self, results):
+        from tracks.language import report
+
         return report.results_table(results)
 
     def terminal_ending(self, run, results):
+        from tracks.language import report
+
         return report.terminal_ending(run, results)
 
     def write_seeds_report(self, run, config, seed_runs, data):
+        from tracks.language import report
+
         return report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=self.banner(data))
 
     def seeds_terminal_ending(self, run, results):
+        from tracks.language import report
+
         return report.seeds_terminal_ending(run, results)
 
     def comparison_figures(self, results):
+        from tracks.language import report
+
         return report.comparison_figures(results)
 
     def findings(self, results, config):

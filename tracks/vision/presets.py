@@ -10,13 +10,15 @@ import dataclasses
 import math
 from typing import Optional
 
-from residual_keras.models import blocks_per_stage
-from tracks.common.config import refuse_repeats
-from tracks.common.runtime import RuntimeOptions
-from tracks.common.seeds import check_seeds
+from tracks.common.checks import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
+from tracks.common.config import RuntimeOptions, refuse_repeats
 from tracks.vision.variants import VARIANT_HELP, VARIANTS
 
 SCHEDULES = ("cosine", "step")
+# He et al.'s deepest CIFAR network (section 4.2): 200 blocks per stage.
+MAX_DEPTH = 1202
+# CIFAR ResNets have 6n + 2 layers (residual_keras.models.blocks_per_stage, checked here without Keras).
+DEPTH_RULE = (lambda depth: (depth - 2) % 6 == 0, "depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ..., 1202)")
 
 
 def _help(text, **extra):
@@ -37,7 +39,7 @@ class VisionConfig(RuntimeOptions):
         default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
     )
     depths: tuple[int, ...] = dataclasses.field(
-        default=(20, 56), metadata={"help": "network depths 6n+2, e.g. 20,56,110"}
+        default=(20, 56), metadata={"help": f"network depths 6n+2 in 8..{MAX_DEPTH}, e.g. 20,56,110"}
     )
     variants: tuple[str, ...] = dataclasses.field(
         default=("plain", "residual"), metadata={"help": f"comma-separated; {VARIANT_HELP}"}
@@ -86,7 +88,8 @@ class VisionConfig(RuntimeOptions):
         default=256, metadata={"help": "training images the loss landscape is evaluated on, at every grid point"}
     )
     augment: bool = dataclasses.field(default=True, metadata={"help": "pad-4 random crop + horizontal flip"})
-    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data)"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "random seed (data order, init, synthetic data; "
+                                                               "0..2**32-1)"})
     seeds: tuple[int, ...] = dataclasses.field(
         default=(), metadata={"help": "train every model once per seed, e.g. 0,1,2 (each seed's run in seed-N/, "
                                       "then mean +- std and findings judged against the spread; replaces --seed)"}
@@ -100,13 +103,7 @@ class VisionConfig(RuntimeOptions):
         check_seeds(self.seeds)
         if self.seeds and self.seed != self.seeds[0]:
             raise ValueError(f"--seeds {','.join(map(str, self.seeds))} replaces --seed: give one of them")
-        if not self.depths:
-            raise ValueError("--depths needs at least one depth")
-        for depth in self.depths:
-            try:
-                blocks_per_stage(depth)
-            except (ValueError, TypeError):
-                raise ValueError(f"unknown depth {depth}: depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ...)") from None
+        check_depths(self.depths, MAX_DEPTH, minimum=8, rule=DEPTH_RULE)
         if not self.variants:
             raise ValueError("--variants needs at least one variant")
         for variant in self.variants:
@@ -116,20 +113,20 @@ class VisionConfig(RuntimeOptions):
         refuse_repeats("--variants", self.variants)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose from: {', '.join(SCHEDULES)}")
-        for name in ("width", "epochs", "batch_size", "steps_per_execution", "lesion_images",
-                     "instrument_images", "landscape_images"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        check_counts(self, ("width", "epochs", "batch_size", "steps_per_execution", "lesion_images",
+                            "instrument_images", "landscape_images"))
         if self.landscape_steps != 0 and (self.landscape_steps < 3 or self.landscape_steps % 2 == 0):
             raise ValueError(f"--landscape-steps must be odd and >= 3 (the grid holds the trained weights at "
                              f"its centre), or 0 for no landscape; got {self.landscape_steps}")
         if self.curve_eval_size is not None and self.curve_eval_size < 1:
             raise ValueError(f"--curve-eval-size must be >= 1 (or left out: all), got {self.curve_eval_size}")
+        if self.train_size is not None and self.train_size < 1:
+            raise ValueError(f"--train-size must be >= 1 (or left out: all), got {self.train_size}")
         if self.train_size is not None and self.train_size < self.batch_size:
             raise ValueError(f"--train-size {self.train_size} is smaller than one batch ({self.batch_size})")
-        for name in ("validation_size", "warmup_steps", "warmup_from_depth", "seed"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        check_counts(self, ("validation_size", "warmup_steps", "warmup_from_depth"), minimum=0)
+        check_seed("--seed", self.seed)
+        check_finite_floats(self)
         if not 0 < self.learning_rate < math.inf:
             raise ValueError(f"--learning-rate must be > 0 and finite, got {self.learning_rate}")
         if not 0 <= self.momentum < 1:

@@ -14,14 +14,17 @@ worse (the degradation problem), deeper residual networks train better.
 """
 
 from tracks.common.console import log
+from tracks.common.limits import Estimate
 from tracks.common.track import Track
-from tracks.vision import experiment, report
 from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
 from tracks.vision.variants import VARIANTS
 
 # Measured training throughput of ResNet-20 (width 16), images/s, for the
 # estimate printed before training; other models scale with depth x width^2.
 REFERENCE_IMAGES_PER_SECOND = {"cpu": 250.0, "gpu": 12000.0}
+# What `resources` assumes before the data are read: CIFAR-10's sizes (a folder or the synthetic set
+# of the same image size differ little), 32 x 32 x 3 uint8 images.
+CIFAR_TRAIN_IMAGES, CIFAR_TEST_IMAGES, IMAGE_BYTES = 50_000, 10_000, 32 * 32 * 3
 
 
 class VisionTrack(Track):
@@ -65,9 +68,16 @@ class VisionTrack(Track):
         return fingerprint(data)
 
     def check(self, config, data):
-        if config.batch_size > len(data.y_train):
-            raise ValueError(f"--batch-size {config.batch_size} is larger than the {len(data.y_train)} "
-                             f"training images; lower it")
+        training, test = len(data.y_train), len(data.y_test)
+        for option, count, available, kind in (
+                ("--batch-size", config.batch_size, training, "training"),
+                ("--instrument-images", config.instrument_images, training, "training"),
+                ("--landscape-images", config.landscape_images if config.landscape_steps else 0, training,
+                 "training"),
+                ("--lesion-images", config.lesion_images, test, "test")):
+            if count > available:
+                raise ValueError(f"{option} {count} is more than the {available} {kind} images of "
+                                 f"{data.name}; lower it")
 
     def banner(self, data):
         return "SYNTHETIC DATA, NOT CIFAR-10" if data.banner else None
@@ -83,29 +93,54 @@ class VisionTrack(Track):
     # Models ---------------------------------------------------------------------
 
     def grid(self, config):
+        from tracks.vision import experiment
+
         return experiment.grid(config)
 
     def build_model(self, config, spec, data):
+        from tracks.vision import experiment
+
         return experiment.build_model(config, spec, data.num_classes)
 
     def is_plain(self, spec):
         return VARIANTS[spec.variant].plain
 
     def instrument_batch(self, config, data):
+        from tracks.vision import experiment
+
         return experiment.instrument_batch(config, data)
 
     # Training ---------------------------------------------------------------------
 
     def estimate_seconds(self, config, data, specs, accelerator):
+        return self._seconds(config, len(data.y_train), [spec.depth for spec in specs], accelerator)
+
+    def _seconds(self, config, train_images, depths, accelerator):
         rate = REFERENCE_IMAGES_PER_SECOND["gpu" if accelerator else "cpu"]
-        images = (len(data.y_train) // config.batch_size) * config.batch_size * config.epochs
-        total = sum(images * (spec.depth / 20) * (config.width / 16) ** 2 / rate for spec in specs)
+        images = (train_images // config.batch_size) * config.batch_size * config.epochs
+        total = sum(images * (depth / 20) * (config.width / 16) ** 2 / rate for depth in depths)
         return total * 1.25 + 60  # evaluation, lesion studies, compilation; instruments at init
+
+    def resources(self, config):
+        train = config.train_size or CIFAR_TRAIN_IMAGES - config.validation_size
+        depths = [depth for depth in config.depths for _ in config.variants]
+        n, width = (max(config.depths) - 2) // 6, config.width
+        # Per stage (32x32 x w, 16x16 x 2w, 8x8 x 4w) and block: two 3x3 convolutions, their weights, and
+        # about six activations an image kept for the backward pass (convolutions, BatchNorms, ReLUs).
+        weights = n * 18 * width**2 * (1 + 4 + 16)
+        activations = n * 6 * (32 * 32 * width + 16 * 16 * 2 * width + 8 * 8 * 4 * width)
+        return Estimate(
+            data_bytes=(train + config.validation_size + CIFAR_TEST_IMAGES) * IMAGE_BYTES,
+            model_bytes=4 * (4 * weights + config.batch_size * activations),  # + gradients, momentum; float32
+            cpu_seconds=self._seconds(config, train, depths, False) * max(1, len(config.seeds)),
+        )
 
     def run_fields(self, config, data):
         return {"train_images": len(data.y_train)}
 
     def trainer(self, config, run, data, runtime):
+        from tracks.vision import experiment
+
         from tracks.vision.data import training_epochs
 
         # Every model trains on the same epochs: epoch e's batches depend on (seed, e) only.
@@ -121,6 +156,8 @@ class VisionTrack(Track):
         ("test_subset": test sets are often stored class by class, so the first
         images would all be one class).
         """
+        from tracks.vision import experiment
+
         from tracks.vision.data import evaluation_batches
 
         test = evaluation_batches(data, data.x_test, data.y_test, config.batch_size)
@@ -136,9 +173,13 @@ class VisionTrack(Track):
     # The report ----------------------------------------------------------------------
 
     def subtitle(self, config, data):
+        from tracks.vision import report
+
         return report.run_subtitle(config, data)
 
     def write_report(self, run, config, results, data):
+        from tracks.vision import report
+
         from tracks.common import instruments
 
         figures = [("Training curves", "training_curves.png")]
@@ -152,18 +193,28 @@ class VisionTrack(Track):
         report.write_summary(run, config, results, figures, data.banner)
 
     def results_table(self, results):
+        from tracks.vision import report
+
         return report.results_table(results)
 
     def terminal_ending(self, run, results):
+        from tracks.vision import report
+
         return report.terminal_ending(run, results)
 
     def write_seeds_report(self, run, config, seed_runs, data):
+        from tracks.vision import report
+
         return report.write_seeds_report(run, config, seed_runs, banner=data.banner, plot_banner=self.banner(data))
 
     def seeds_terminal_ending(self, run, results):
+        from tracks.vision import report
+
         return report.seeds_terminal_ending(run, results)
 
     def comparison_figures(self, results):
+        from tracks.vision import report
+
         return report.comparison_figures(results)
 
     def findings(self, results, config):

@@ -1,0 +1,78 @@
+"""Range checks of a config's values, with the standard library only (before TensorFlow loads).
+
+Each check raises `ValueError` with one line that names the option, the bad
+value and the accepted range; the configs' `__post_init__` call them, so a
+preset, the command line and a resumed run's config.json are checked alike.
+"""
+
+import ast
+import dataclasses
+import functools
+import importlib.util
+import math
+import pathlib
+import typing
+
+# NumPy's (and so Keras') seeds are unsigned 32-bit integers.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(option, seed):
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{option} must be in 0..{MAX_SEED} (NumPy's 32-bit seeds), got {seed}")
+
+
+def check_seeds(seeds):
+    """`ValueError` for a `--seeds` list that is not at least two distinct seeds in 0..2**32-1."""
+    if not seeds:
+        return
+    if len(seeds) < 2:
+        raise ValueError(f"--seeds needs at least two seeds, got {','.join(map(str, seeds))} "
+                         "(for one seed use --seed)")
+    for seed in seeds:
+        check_seed("--seeds", seed)
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise ValueError(f"--seeds lists {', '.join(map(str, repeated))} more than once; give each seed once")
+
+
+def check_counts(config, names, minimum=1):
+    """`ValueError` unless each field in `names` of `config` is an integer >= `minimum`."""
+    for name in names:
+        value = getattr(config, name)
+        if value < minimum:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
+
+
+def check_depths(depths, maximum, *, minimum=1, rule=None):
+    """`ValueError` unless every depth is in minimum..maximum (and passes `rule`: (test, words))."""
+    if not depths:
+        raise ValueError(f"--depths needs at least one depth in {minimum}..{maximum}")
+    for depth in depths:
+        if not minimum <= depth <= maximum:
+            raise ValueError(f"--depths {depth} is outside {minimum}..{maximum}")
+        if rule is not None and not rule[0](depth):
+            raise ValueError(f"--depths {depth}: {rule[1]}")
+
+
+def check_finite_floats(config):
+    """`ValueError` for a float field that is not a finite number (NaN, inf: from a config.json, say)."""
+    hints = typing.get_type_hints(type(config))
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if hints[field.name] in (float, typing.Optional[float]) and value is not None and not math.isfinite(value):
+            raise ValueError(f"--{field.name.replace('_', '-')} must be a finite number, got {value}")
+
+
+@functools.cache
+def min_head_dim():
+    """The library's narrowest attention head (residual_keras/attention.py's MIN_HEAD_DIM), read without Keras."""
+    origin = pathlib.Path(importlib.util.find_spec("residual_keras").origin).with_name("attention.py")
+    for node in ast.parse(origin.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "MIN_HEAD_DIM":
+            return node.value.value
+    raise LookupError(f"{origin} defines no MIN_HEAD_DIM")
+
+
+__all__ = ["MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_seed", "check_seeds",
+           "min_head_dim"]

@@ -1,0 +1,153 @@
+"""The process a command runs in: its environment read and checked, then TensorFlow set up, once.
+
+Importing the tracks changes nothing in the process (no environment
+variable, no TensorFlow, no Keras). A command first reads its arguments and
+its environment with the standard library only (`read_environment` refuses a
+bad value in one line), and only then calls `configure_process`, which:
+
+- keeps TensorFlow's C++ info and warning lines out of the terminal
+  (`TF_CPP_MIN_LOG_LEVEL=2` unless set; errors still show);
+- makes Keras use TensorFlow (`use_tensorflow_backend`): the tracks train
+  with tf.data and tf.distribute, while the library runs on any backend;
+- imports TensorFlow and asks for thread pools that sleep instead of
+  spinning (benchmarks/NOTES.md, fourth pass: beside another CPU-bound
+  program a spinning pool burns the time slice its partner needs), unless
+  `RESIDUAL_KERAS_THREAD_SPINNING=1`.
+
+What belongs to one run rather than to the process (XLA, the dtype policy,
+Grappler on a CPU, the tf.distribute strategy) is set by
+`runtime.setup_runtime` for each run, from its config and its track.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from tracks.common.config import ConfigError
+
+SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
+REPLICAS_VARIABLE = "RESIDUAL_KERAS_CPU_REPLICAS"
+MAX_CPU_REPLICAS = 64  # logical CPU devices of a mirrored strategy on one CPU (a test of data parallelism)
+
+WHY_TENSORFLOW = ("the tracks train with TensorFlow (tf.data, tf.distribute), while the residual_keras "
+                  "layers and models work on any Keras backend")
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    """The environment variables a command reads, checked.
+
+    Attributes:
+        thread_spinning: $RESIDUAL_KERAS_THREAD_SPINNING is "1" (keep TensorFlow's
+            spinning thread pools); "0" or unset: pools that sleep.
+        cpu_replicas: $RESIDUAL_KERAS_CPU_REPLICAS, logical CPU devices for a
+            mirrored strategy (to try data parallelism without GPUs), or None.
+    """
+
+    thread_spinning: bool = False
+    cpu_replicas: int | None = None
+
+
+def read_environment(environ=None):
+    """The checked `Environment` of `environ` (default: os.environ); `ConfigError` names a bad variable."""
+    environ = os.environ if environ is None else environ
+    spinning = environ.get(SPINNING_VARIABLE, "")
+    if spinning not in ("", "0", "1"):
+        raise ConfigError(f"{SPINNING_VARIABLE}={spinning!r}: use 1 (TensorFlow's thread pools spin) or 0 "
+                          f"(they sleep, the default)")
+    replicas = environ.get(REPLICAS_VARIABLE, "")
+    cpu_replicas = None
+    if replicas != "":
+        if not replicas.strip().isdigit() or not 1 <= int(replicas) <= MAX_CPU_REPLICAS:
+            raise ConfigError(f"{REPLICAS_VARIABLE}={replicas!r}: use a whole number of logical CPU devices "
+                              f"from 1 to {MAX_CPU_REPLICAS}, or leave it unset")
+        cpu_replicas = int(replicas)
+    return Environment(thread_spinning=spinning == "1", cpu_replicas=cpu_replicas)
+
+
+def check_strategy(name, environ=None):
+    """`ConfigError` when the strategy `name` cannot run here (before anything is written).
+
+    multiworker needs TF_CONFIG: a JSON object with the cluster's workers and
+    this process' task, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]},
+    "task": {"type": "worker", "index": 0}}.
+    """
+    from tracks.common.config import STRATEGIES
+
+    environ = os.environ if environ is None else environ
+    if name not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+    if name != "multiworker":
+        return
+    text = environ.get("TF_CONFIG")
+    if not text:
+        raise ConfigError(
+            "--strategy multiworker needs the TF_CONFIG environment variable describing the "
+            "cluster (see the README's multi-machine section)"
+        )
+    try:
+        tf_config = json.loads(text)
+        workers = tf_config["cluster"]["worker"]
+        index = tf_config["task"]["index"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ConfigError(
+            'TF_CONFIG must be JSON like {"cluster": {"worker": ["host:port", ...]}, '
+            f'"task": {{"type": "worker", "index": 0}}}}; got {text[:200]!r}'
+        ) from None
+    if not isinstance(workers, list) or isinstance(index, bool) or not isinstance(index, int) or not (
+            0 <= index < len(workers)):
+        raise ConfigError(f"TF_CONFIG's task index {index!r} does not name one of its "
+                          f"{len(workers) if isinstance(workers, list) else 0} workers")
+
+
+def _configured_backend():
+    """The backend a user chose: KERAS_BACKEND, else keras.json's, else None."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
+    try:
+        with open(os.path.join(home, "keras.json")) as handle:
+            return json.load(handle).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def use_tensorflow_backend():
+    """Makes Keras use TensorFlow in this process, or raises `ImportError` when it cannot.
+
+    With another backend chosen (KERAS_BACKEND or keras.json) it says so in
+    one line and uses TensorFlow. Once Keras runs on another backend in this
+    process (a notebook, a test session) the tracks cannot run there.
+    """
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        backend = keras.backend.backend()
+        if backend != "tensorflow":
+            raise ImportError(
+                f"Keras already runs on the {backend} backend in this process, and {WHY_TENSORFLOW}. "
+                f"Run the tracks in a new process (they choose TensorFlow themselves)."
+            )
+        return
+    chosen = _configured_backend()
+    if chosen and chosen != "tensorflow":
+        print(f"note: Keras backend {chosen!r} chosen, but {WHY_TENSORFLOW}: this run uses TensorFlow.",
+              file=sys.stderr, flush=True)
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+
+
+def configure_process(environment):
+    """Sets up TensorFlow and Keras for the tracks in this process (see the module's docstring).
+
+    Called once by a command, after its arguments and its `environment`
+    (`read_environment`) were checked; calling it again changes nothing.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    use_tensorflow_backend()
+    from tracks.common.runtime import disable_thread_spinning
+
+    if not environment.thread_spinning:
+        disable_thread_spinning()
+
+
+__all__ = ["Environment", "check_strategy", "configure_process", "read_environment", "use_tensorflow_backend"]
