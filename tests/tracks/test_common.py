@@ -20,7 +20,7 @@ from track_helpers import Killed, snapshot
 from tracks.common.options import train_parser
 from tracks.common.config import ConfigError, config_from_args, config_from_dict, write_json
 from tracks.common.run_dir import RunDirectory, RunFileError
-from tracks.common.runtime import check_strategy
+from tracks.common.process import check_strategy
 from tracks.common.training import (
     Checkpoints,
     describe_outcome,
@@ -198,13 +198,15 @@ def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is False
 
 
-SPINNING_PROBE = ("import tracks.common.runtime as runtime, tensorflow as tf\n"
+SPINNING_PROBE = ("from tracks.common.process import configure_process, read_environment\n"
+                  "configure_process(read_environment())  # as a command does, once its options are checked\n"
+                  "import tracks.common.runtime as runtime, tensorflow as tf\n"
                   "tf.constant(1.0) + 1.0  # TensorFlow's runtime and its thread pools start here\n"
                   "print(runtime.thread_spinning(), runtime.disable_thread_spinning())\n")
 
 
 def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
-    # A fresh process, as a run starts: the import asks for pools that do not spin, before the first
+    # A fresh process, as a run starts: configure_process asks for pools that do not spin, before the first
     # operation makes them; after it, asking again takes no effect (and says so). The variable keeps them.
     root = pathlib.Path(__file__).resolve().parents[2]
     env = {key: value for key, value in os.environ.items() if key != "RESIDUAL_KERAS_THREAD_SPINNING"}

@@ -134,7 +134,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--data", "text:/no/such/file.txt"], "/no/such/file.txt"),
         (["--prompt", "\u2603"], "\u2603"),
         (["--instrument-sequences", "0"], "--instrument-sequences must be >= 1, got 0"),
-        (["--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["--seed", "-1"], "--seed must be in 0..4294967295 (NumPy's 32-bit seeds), got -1"),
         (["--sample-chars", "-1"], "--sample-chars must be >= 1, got -1"),
         (["--beta2", "2"], "--beta2 must be in [0, 1), got 2.0"),
         (["--grad-clip", "-1"], "--grad-clip must be >= 0 (0 = off), got -1.0"),

@@ -15,9 +15,9 @@ import types
 
 import pytest
 
-import tracks
 import tracks.__main__ as tracks_main
 from residual_keras import __version__
+from tracks.common.process import use_tensorflow_backend
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -67,7 +67,9 @@ def test_version_option_of_the_tracks():
 
 
 def test_tracks_use_tensorflow_when_another_backend_is_chosen_and_say_so_in_one_line():
-    result = _python("import tracks, keras; print(keras.backend.backend())", "jax")
+    result = _python("from tracks.common.process import configure_process, read_environment\n"
+                     "configure_process(read_environment())\n"
+                     "import keras; print(keras.backend.backend())", "jax")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "tensorflow"
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: Keras backend")]
@@ -81,7 +83,7 @@ def test_tracks_stop_cleanly_where_keras_already_runs_on_another_backend(monkeyp
     on_jax = types.SimpleNamespace(backend=types.SimpleNamespace(backend=lambda: "jax"))
     monkeypatch.setitem(sys.modules, "keras", on_jax)
     with pytest.raises(ImportError) as error:
-        tracks.use_tensorflow_backend()
+        use_tensorflow_backend()
     assert str(error.value) == (
         "Keras already runs on the jax backend in this process, and the tracks train with TensorFlow "
         "(tf.data, tf.distribute), while the residual_keras layers and models work on any Keras backend. "

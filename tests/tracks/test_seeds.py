@@ -68,7 +68,7 @@ def test_mean_curve_keeps_the_points_every_seed_has():
 @pytest.mark.parametrize("extra, message", [
     (["--seeds", "3"], "--seeds needs at least two seeds"),
     (["--seeds", "0,1,0"], "--seeds lists 0 more than once"),
-    (["--seeds", "0,-1"], "--seeds must be >= 0"),
+    (["--seeds", "0,-1"], "--seeds must be in 0..4294967295 (NumPy's 32-bit seeds), got -1"),
     (["--seeds", "0,1", "--seed", "2"], "--seeds replaces --seed"),
 ])
 def test_bad_seeds_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, main, argv, extra, message):

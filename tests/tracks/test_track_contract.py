@@ -67,7 +67,7 @@ def test_help_names_every_preset(name, capsys):
 
 @pytest.mark.parametrize("name", TRACK_NAMES)
 @pytest.mark.parametrize("argv, said", [(["--preset", "no-such-preset"], "unknown preset 'no-such-preset'"),
-                                        (["--seed", "-1"], "must be >= 0"),
+                                        (["--seed", "-1"], "must be in 0..4294967295"),
                                         (["--seeds", "3"], "at least two seeds")])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, argv, said, tmp_path):
     code, _, err = _run(_track(name), [*argv, "--out", tmp_path / "run"])

@@ -208,7 +208,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--instrument-images", "0"], "--instrument-images must be >= 1, got 0"),
         (["--lesion-images", "0"], "--lesion-images must be >= 1, got 0"),
         (["--curve-eval-size", "-5"], "--curve-eval-size must be >= 1"),
-        (["--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["--seed", "-1"], "--seed must be in 0..4294967295 (NumPy's 32-bit seeds), got -1"),
         (["--learning-rate", "inf"], "--learning-rate must be > 0 and finite"),
         (["--depths", "8,14,8"], "--depths lists 8 more than once"),
         (["--variants", "plain,residual,plain"], "--variants lists plain more than once"),

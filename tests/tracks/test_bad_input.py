@@ -1,0 +1,192 @@
+"""Bad command lines and environments, refused at the boundary: exit 2, one line, nothing written, no TensorFlow.
+
+`CASES` is the table: across the three tracks (training, diagnose, diagnose
+--model, compare, prefetch, sample), the exercises and the grader, and the
+environment variables the commands read. They all run in one fresh
+interpreter (refusal_runner.py; tests/conftest.py, which imports Keras, does
+not run there), which reports after each case whether TensorFlow or Keras
+was imported. A few run again as real `python -m` commands.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from track_helpers import snapshot
+
+pytestmark = pytest.mark.no_keras_reset
+
+ROOT = Path(__file__).resolve().parents[2]
+V, L, T, M = "tracks.vision.__main__", "tracks.language.__main__", "tracks.toy.__main__", "tracks.__main__"
+OUT = ["--out", "new-run"]  # must not exist after any case
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # the CPU-time refusals, whatever the machine has
+WORKERS = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": %s}}'
+
+# (module, argv, environment, what the one line says)
+CASES = [
+    # The cases of issue 39.
+    (V, ["--seed", "4294967296", *OUT], {}, "--seed must be in 0..4294967295"),
+    (V, ["--seeds", "0,4294967296", *OUT], {}, "--seeds must be in 0..4294967295 (NumPy's 32-bit seeds), got 4294967296"),
+    (L, ["--lesion-sequences", "0", *OUT], {}, "--lesion-sequences must be >= 1, got 0"),
+    (L, ["--lesion-sequences", "-1", *OUT], {}, "--lesion-sequences must be >= 1, got -1"),
+    (L, ["--embed-dim", "32", "--num-heads", "32", *OUT], {}, "heads of 1 features; the library needs at least 4"),
+    (V, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "abc"}, "RESIDUAL_KERAS_CPU_REPLICAS='abc': use a whole number"),
+    (V, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "-1"}, "from 1 to 64"),
+    (V, ["--train-size", "1000000000000", *OUT], {}, "needs about 2.86e+06 GiB of memory (2.86e+06 GiB of data"),
+    (V, ["--depths", "60002", *OUT], {}, "--depths 60002 is outside 8..1202"),
+    (L, ["--layer-norm-epsilon", "1e309", *OUT], {}, "argument --layer-norm-epsilon: expected a finite number, got '1e309'"),
+    (V, ["--depths", "abc", *OUT], {}, "--depths expects a comma-separated list of int, got 'abc'"),
+    (V, ["--preset", "smok", *OUT], {}, "unknown preset 'smok'; choose one of: smoke, quick"),
+    # Ranges and choices of the training options.
+    (V, ["--depths", "9", *OUT], {}, "--depths 9: depths must be 6n+2"),
+    (V, ["--epochs", "0", *OUT], {}, "--epochs must be >= 1, got 0"),
+    (V, ["--learning-rate", "nan", *OUT], {}, "argument --learning-rate: expected a finite number, got 'nan'"),
+    (V, ["--momentum", "1.5", *OUT], {}, "--momentum must be in [0, 1), got 1.5"),
+    (V, ["--variants", "plain,bogus", *OUT], {}, "unknown variant 'bogus'"),
+    (V, ["--precision", "fp64", *OUT], {}, "argument --precision: invalid choice: 'fp64'"),
+    (V, ["--train-size", "0", *OUT], {}, "--train-size must be >= 1"),
+    (V, ["--preset", "paper", *OUT], NO_GPU, "more than a day: lower the sizes, or add --force"),
+    (V, ["--resume", "no-such-run"], {}, "--resume no-such-run: no such directory"),
+    (V, ["--resume", "empty-run", "--epochs", "3"], {}, "--epochs cannot change there"),
+    (V, ["--resume", "empty-run", *OUT], {}, "--out and --resume cannot be combined"),
+    (L, ["--num-heads", "0", *OUT], {}, "--num-heads must be >= 1, got 0"),
+    (L, ["--embed-dim", "30", "--num-heads", "4", *OUT], {}, "--embed-dim 30 is not divisible by --num-heads 4"),
+    (L, ["--depths", "97", *OUT], {}, "--depths 97 is outside 1..96"),
+    (L, ["--dropout", "1", *OUT], {}, "--dropout must be in [0, 1), got 1.0"),
+    (L, ["--warmup-steps", "5000", *OUT], {}, "--warmup-steps 5000 must be < --steps"),
+    (L, ["--seed", "-3", *OUT], {}, "--seed must be in 0..4294967295"),
+    (L, ["--strategy", "multiworker", *OUT], {}, "--strategy multiworker needs the TF_CONFIG environment variable"),
+    (L, ["--strategy", "multiworker", *OUT], {"TF_CONFIG": "{not json"}, "TF_CONFIG must be JSON like"),
+    (L, ["--strategy", "multiworker", *OUT], {"TF_CONFIG": WORKERS % 2}, "task index 2 does not name one of its 2"),
+    (L, ["--strategy", "multiworker", *OUT], {"TF_CONFIG": WORKERS % '"0"'}, "task index '0' does not name one"),
+    (T, ["--depths", "0", *OUT], {}, "--depths 0 is outside 1..256"),
+    (T, ["--depths", "257", *OUT], {}, "--depths 257 is outside 1..256"),
+    (T, ["--noise", "1", *OUT], {}, "--noise must be in [0, 1), got 1.0"),
+    (T, ["--batch-size", "1000", *OUT], {}, "--batch-size 1000 is more than the 512 training points"),
+    (T, ["--epochs", "100000000", *OUT], NO_GPU, "more than a day"),
+    (T, ["--width", "1000000", *OUT], {}, "of memory ("),
+    (T, ["--seeds", "5", *OUT], {}, "--seeds needs at least two seeds"),
+    (T, ["--learning-rate", "inf", *OUT], {}, "argument --learning-rate: expected a finite number, got 'inf'"),
+    # The environment.
+    (T, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "0"}, "RESIDUAL_KERAS_CPU_REPLICAS='0'"),
+    (T, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "1.5"}, "RESIDUAL_KERAS_CPU_REPLICAS='1.5'"),
+    (T, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "65"}, "from 1 to 64"),
+    (T, [*OUT], {"RESIDUAL_KERAS_THREAD_SPINNING": "yes"}, "RESIDUAL_KERAS_THREAD_SPINNING='yes': use 1"),
+    (L, ["compare", "empty-run", "empty-run"], {"RESIDUAL_KERAS_THREAD_SPINNING": "2"},
+     "RESIDUAL_KERAS_THREAD_SPINNING='2'"),
+    # diagnose, diagnose --model, compare, prefetch, sample.
+    (V, ["diagnose", "--resume", "empty-run"], {}, "diagnose does not resume"),
+    (T, ["diagnose", "--seeds", "0,1", *OUT], {}, "diagnose trains nothing, so --seeds has nothing to average"),
+    (V, ["diagnose", "--depths", "10", *OUT], {}, "--depths 10: depths must be 6n+2"),
+    (V, ["diagnose", "--model", "junk.keras", *OUT], {}, "--model junk.keras: not a zip file, so not a Keras archive"),
+    (V, ["diagnose", "--model", "notes.keras", *OUT], {}, "a zip file but not a Keras archive: no metadata.json"),
+    (L, ["diagnose", "--model", "old.h5", *OUT], {}, "an HDF5 file (Keras 2's .h5 format)"),
+    (L, ["diagnose", "--model", "missing.keras", *OUT], {}, "--model missing.keras: no such file"),
+    (T, ["diagnose", "--model", "empty-run", *OUT], {}, "a directory, not a .keras file"),
+    (T, ["diagnose", "--model", "junk.keras", "--input-shape", "2,x", *OUT], {}, "--input-shape expects positive"),
+    (T, ["compare", "empty-run", "empty-run"], {}, "RUN empty-run has no finished model"),
+    (T, ["compare", "vision-run", "empty-run"], {}, "RUN vision-run is a 'vision' run, not a 'toy' run"),
+    (V, ["compare", "vision-run", "not-a-run"], {}, "REFERENCE not-a-run: no results.json there"),
+    (V, ["compare", "vision-run"], {}, "the following arguments are required: reference"),
+    (T, ["prefetch"], {}, "python -m tracks.toy makes its data itself: there is nothing to download"),
+    (V, ["prefetch", "--bogus"], {}, "unrecognized arguments: --bogus"),
+    (L, ["sample", "not-a-run"], {}, "not-a-run has no best_model.keras and vocab.json"),
+    (L, ["sample", "not-a-run", "--temperature", "-1"], {}, "--temperature must be >= 0 (0 = greedy), got -1.0"),
+    (L, ["sample", "not-a-run", "--seed", "4294967296"], {}, "--seed must be in 0..4294967295"),
+    # The exercises and the grader (python -m tracks ...).
+    (M, ["check", "no-such-solution.py"], {}, "no such file: no-such-solution.py"),
+    (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),
+    (M, ["exercises", "start", "1"], {}, "start needs the exercise's number and a folder"),
+    (M, ["--bogus"], {}, "unrecognized arguments: --bogus"),
+]
+
+
+def _fixtures(folder):
+    """Runs that are not what the commands need, and files that are not models."""
+    folder.mkdir()
+    for name, track, models in (("empty-run", "toy", []), ("vision-run", "vision", [{"id": "plain-8"}])):
+        (folder / name).mkdir()
+        (folder / name / "results.json").write_text(json.dumps({"track": track, "models": models}))
+        (folder / name / "config.json").write_text(json.dumps({"track": track, "preset": "smoke", "seed": 0}))
+    (folder / "not-a-run").mkdir()
+    (folder / "junk.keras").write_text("not a model\n")
+    with zipfile.ZipFile(folder / "notes.keras", "w") as archive:
+        archive.writestr("config.json", "{}")
+    (folder / "old.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(64))
+
+
+def _run_all(cases, cwd):
+    payload = json.dumps([{"module": module, "argv": argv, "env": env} for module, argv, env, _ in cases])
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("RESIDUAL_KERAS_", "TF_CONFIG"))},
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("refusal_runner.py"))], input=payload,
+                          env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_the_table_has_over_40_cases_across_the_commands():
+    assert len(CASES) >= 40
+    assert {module for module, *_ in CASES} == {V, L, T, M}
+    commands = {argv[0] for _, argv, _, _ in CASES if argv and not argv[0].startswith("-")}
+    assert {"diagnose", "compare", "prefetch", "sample", "check", "exercises"} <= commands
+    assert sum(1 for *_, env, _ in CASES if any(k.startswith(("RESIDUAL_KERAS_", "TF_CONFIG")) for k in env)) >= 8
+
+
+def test_every_bad_input_is_refused_in_one_line_before_tensorflow_and_writes_nothing(tmp_path):
+    cwd = tmp_path / "cwd"
+    _fixtures(cwd)
+    before = snapshot(cwd)
+    outcomes = _run_all(CASES, cwd)
+    assert len(outcomes) == len(CASES)
+    wrong = []
+    for (module, argv, env, said), outcome in zip(CASES, outcomes):
+        lines = outcome["stderr"].splitlines()
+        if not (outcome["code"] == 2 and len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0]
+                and outcome["stdout"] == "" and outcome["imported"] == []):  # imported: the first to import it
+            wrong.append((f"{module} {' '.join(argv)} {env or ''}", outcome))
+    assert wrong == []
+    assert snapshot(cwd) == before and not (cwd / "new-run").exists() and not (cwd / "runs").exists()
+
+
+def test_help_and_version_answer_without_tensorflow(tmp_path):
+    cases = [(V, ["--help"], {}, ""), (L, ["diagnose", "--help"], {}, ""), (T, ["--version"], {}, ""),
+             (V, ["compare", "--help"], {}, ""), (M, ["--version"], {}, "")]
+    outcomes = _run_all(cases, tmp_path)
+    for (module, argv, _, _), outcome in zip(cases, outcomes):
+        assert outcome["code"] == 0 and outcome["stderr"] == "" and outcome["imported"] == [], (argv, outcome)
+    assert "8..1202" in outcomes[0]["stdout"] and "--force" in outcomes[0]["stdout"]  # the bounds are stated
+    assert outcomes[2]["stdout"].startswith("residual-keras ") and "(keras 3." in outcomes[2]["stdout"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("tracks.vision", ["--seed", "4294967296"]),
+    ("tracks.language", ["--embed-dim", "32", "--num-heads", "32"]),
+    ("tracks.toy", ["--depths", "abc"]),
+])
+def test_a_real_command_line_refuses_in_one_line(module, argv, tmp_path):
+    done = subprocess.run([sys.executable, "-m", module, *argv, "--out", str(tmp_path / "run")],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_importing_the_tracks_changes_nothing_in_the_process():
+    code = ("import os, sys\n"
+            "before = dict(os.environ)\n"
+            "import tracks, tracks.common.cli, tracks.__main__\n"
+            "for track in ('vision', 'language', 'toy'):\n"
+            "    __import__(f'tracks.{track}.__main__'); __import__(f'tracks.{track}.track')\n"
+            "print(dict(os.environ) == before, [m for m in ('tensorflow', 'keras') if m in sys.modules])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")}
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip() == "True []", done.stdout + done.stderr
