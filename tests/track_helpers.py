@@ -1,7 +1,9 @@
 """Running a track's CLI in-process, and simulating a killed process, for the track tests."""
 
+import errno
 import hashlib
 import json
+import os
 
 import keras
 
@@ -83,6 +85,88 @@ def kill_at(monkeypatch, model_id, point, epoch=0, die=raise_killed):
 
     monkeypatch.setattr(training.Checkpoints, "save", checkpoint)
     monkeypatch.setattr(RunDirectory, "record_model", record)
+
+
+# Where `signal_at` sends a signal, in the order a run reaches them.
+SIGNAL_STAGES = (
+    "data",  # the data are loaded; nothing is written yet
+    "first-step",  # the first training step of the first model has run
+    "mid-epoch",  # step 3 of the second epoch of `model_id`
+    "checkpoint",  # half of `model_id`'s first checkpoint file is written
+    "report",  # every model is trained and recorded; the report is being written
+)
+
+
+def signal_at(monkeypatch, track, stage, signum, model_id):
+    """Sends `signum` to this process at `stage` (one of `SIGNAL_STAGES`) of a run of `track` (a Track).
+
+    The signal is real (`os.kill`), so the run's own handlers answer it: Ctrl-C
+    (SIGINT) raises KeyboardInterrupt, SIGTERM what the command installed.
+    The mid-epoch stage needs one step per execution (`--steps-per-execution 1`).
+    """
+    assert stage in SIGNAL_STAGES, stage
+    send = lambda: os.kill(os.getpid(), signum)  # noqa: E731
+    keras_name = model_id.replace("-", "_")
+    steps = {}
+
+    if stage in ("data", "report"):
+        method = {"data": "load_data", "report": "write_report"}[stage]
+        original = getattr(type(track), method)
+
+        def wrapped(self, *args, **kwargs):
+            if stage == "report":
+                send()
+            result = original(self, *args, **kwargs)
+            if stage == "data":
+                send()
+            return result
+
+        monkeypatch.setattr(type(track), method, wrapped)
+    elif stage in ("first-step", "mid-epoch"):
+        on_batch_end = training.EpochProgress.on_train_batch_end
+
+        def counted(self, batch, logs=None):
+            on_batch_end(self, batch, logs)
+            steps[self.model.name] = steps.get(self.model.name, 0) + 1
+            if stage == "first-step" and sum(steps.values()) == 1:
+                send()
+            if stage == "mid-epoch" and self.model.name == keras_name and batch == 2 and self.epochs_done == 1:
+                send()
+
+        def begin(self, epoch, logs=None):
+            self.epochs_done = epoch
+            return on_epoch_begin(self, epoch, logs)
+
+        on_epoch_begin = training.EpochProgress.on_epoch_begin
+        monkeypatch.setattr(training.EpochProgress, "on_train_batch_end", counted)
+        monkeypatch.setattr(training.EpochProgress, "on_epoch_begin", begin)
+    else:
+        save_weights = keras.Model.save_weights
+
+        def half_then_signal(self, filepath, *args, **kwargs):
+            save_weights(self, filepath, *args, **kwargs)
+            if self.name == keras_name and not steps.get("sent"):
+                steps["sent"] = True
+                with open(filepath, "r+b") as handle:
+                    handle.truncate(handle.seek(0, 2) // 2)
+                send()
+
+        monkeypatch.setattr(keras.Model, "save_weights", half_then_signal)
+
+
+def disk_full_at(monkeypatch, model_id, epochs_done):
+    """Makes `model_id`'s checkpoint after `epochs_done` epochs fail as a full disk does: half written, ENOSPC."""
+    save_weights = keras.Model.save_weights
+    keras_name = model_id.replace("-", "_")
+
+    def full(self, filepath, *args, **kwargs):
+        if self.name == keras_name and str(filepath).endswith(f"epoch-{epochs_done:04d}.weights.h5"):
+            with open(filepath, "wb") as handle:
+                handle.write(b"\x89HDF\r\n\x1a\n" + bytes(1000))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(filepath))
+        return save_weights(self, filepath, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "save_weights", full)
 
 
 def snapshot(directory):

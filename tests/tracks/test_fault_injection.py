@@ -1,12 +1,17 @@
-"""Fault injection: real SIGKILLs at many points of a run, a resume after each.
+"""Fault injection: real SIGKILLs, SIGTERMs and Ctrl-Cs at many points of a run, a full disk, a resume after each.
 
-The fast test kills a tiny training inside a checkpoint save. The slow ones
+The fast tests kill a tiny training inside a checkpoint save, SIGTERM a toy
+run mid-epoch and fill the disk during one of its saves, then resume each
+to the uninterrupted run's numbers. The slow ones
 (`pytest -m slow -k fault_injection -s` prints the figures) kill a smoke run
 of the vision track at every point of a model's life and at random moments,
 press Ctrl-C once, resume after each, and compare the end with an
-uninterrupted run; and start a second process on a run in training.
+uninterrupted run; SIGTERM and Ctrl-C a toy run at every stage (data,
+first step, mid-epoch, checkpoint write, report); and start a second process
+on a run in training.
 """
 
+import errno
 import json
 import os
 import random
@@ -23,8 +28,11 @@ import pytest
 
 import keras
 import tensorflow as tf
+from track_helpers import SIGNAL_STAGES, disk_full_at, run_cli, signal_at
 from tracks.common.run_dir import RunDirectory
 from tracks.common.training import Checkpoints, fit_with_backup, read_metrics_rows
+from tracks.toy.__main__ import main as toy_main
+from tracks.toy.track import TRACK as TOY
 
 TESTS = Path(__file__).resolve().parents[1]  # tests/: fault_runner.py
 ROOT = TESTS.parent
@@ -86,6 +94,97 @@ def test_sigkill_inside_a_checkpoint_save_leaves_a_resumable_model(tmp_path):
     assert outcome["history"] == read_metrics_rows(run.metrics_path("m"))
     assert not partial.exists()
     run.release()
+
+
+# --------------------------------------------------------------------------- #
+# SIGTERM, Ctrl-C and a full disk on the toy track
+# --------------------------------------------------------------------------- #
+
+TOY_ARGV = ["--preset", "smoke", "--depths", "2,3", "--epochs", "3", "--steps-per-execution", "1"]
+TOY_MODELS = ("plain-2", "residual-2", "plain-3", "residual-3")
+
+
+def toy_numbers(run_dir):
+    """Every number of a toy run that training decides: the results' losses and accuracies, each epoch's row."""
+    results = json.loads((run_dir / "results.json").read_text())
+    numbers = {}
+    for entry in results["models"]:
+        rows = read_metrics_rows(run_dir / "metrics" / f"{entry['id']}.csv")
+        numbers[entry["id"]] = {
+            "final": [entry[key] for key in ("train_loss", "train_accuracy", "test_accuracy")],
+            "epochs": [{key: value for key, value in row.items() if key != "seconds"} for row in rows],
+        }
+    return numbers
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_toy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("toy") / "whole"
+    assert toy_main([*TOY_ARGV, "--out", str(out)]) == 0
+    return toy_numbers(out)
+
+
+def test_a_sigterm_mid_epoch_is_one_line_exit_143_and_resume_gives_identical_numbers(
+        tmp_path, capsys, monkeypatch, uninterrupted_toy):
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        signal_at(patched, TOY, "mid-epoch", signal.SIGTERM, "plain-3")
+        code, _, err = run_cli(toy_main, [*TOY_ARGV, "--out", run_dir], capsys)
+    assert code == 143
+    assert err == (f"terminated (SIGTERM); finished epochs and models are kept: continue with "
+                   f"python -m tracks.toy --resume {run_dir}\n")
+    assert [m["id"] for m in json.loads((run_dir / "results.json").read_text())["models"]] == list(TOY_MODELS[:2])
+    assert [epoch for epoch, _ in Checkpoints(run_dir / "backup" / "plain-3").saved()] == [1]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the command's handler is gone again
+    code, _, err = run_cli(toy_main, ["--resume", run_dir], capsys)
+    assert code == 0, err
+    assert toy_numbers(run_dir) == uninterrupted_toy  # identical, not close
+
+
+def test_a_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_so_in_one_line(
+        tmp_path, capsys, monkeypatch, uninterrupted_toy):
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        disk_full_at(patched, "residual-2", epochs_done=2)
+        code, _, err = run_cli(toy_main, [*TOY_ARGV, "--out", run_dir], capsys)
+    backup = run_dir / "backup" / "residual-2"
+    assert code == 2
+    assert err == (f"error: {backup / 'partial-epoch-0002.weights.h5'}: {os.strerror(errno.ENOSPC)}; fix that, "
+                   f"then continue with python -m tracks.toy --resume {run_dir}\n")
+    assert sorted(path.name for path in backup.iterdir()) == ["epoch-0001.weights.h5"]  # no half-written file
+    code, _, err = run_cli(toy_main, ["--resume", run_dir], capsys)
+    assert code == 0, err
+    assert toy_numbers(run_dir) == uninterrupted_toy
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_at_every_stage_end_in_one_line_and_resume_to_the_same_numbers(tmp_path):
+    whole = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy", "none", *TOY_ARGV,
+                            "--out", str(tmp_path / "whole")], env=_env(), capture_output=True, text=True,
+                           timeout=600)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    expected = toy_numbers(tmp_path / "whole")
+    for stage in SIGNAL_STAGES:
+        for name, code in (("SIGTERM", 143), ("SIGINT", 130)):
+            run_dir = tmp_path / f"{stage}-{name}"
+            fault = f"signal:{stage}:{name}:plain-3"
+            stopped = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy", fault, *TOY_ARGV,
+                                      "--out", str(run_dir)], env=_env(), capture_output=True, text=True,
+                                     timeout=600)
+            said = _our_lines(stopped.stderr)
+            assert stopped.returncode == code and said.count("\n") == 1, (stage, name, stopped.returncode, said)
+            word = "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted"
+            if stage == "data":  # nothing written: the same command starts again
+                assert said == f"{word} before anything was written\n" and not run_dir.exists()
+                again = [*TOY_ARGV, "--out", str(run_dir)]
+            else:
+                assert said == (f"{word}; finished epochs and models are kept: continue with "
+                                f"python -m tracks.toy --resume {run_dir}\n"), (stage, said)
+                again = ["--resume", str(run_dir)]
+            resumed = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy", "none", *again],
+                                     env=_env(), capture_output=True, text=True, timeout=600)
+            assert resumed.returncode == 0, (stage, name, resumed.stderr[-2000:])
+            assert toy_numbers(run_dir) == expected, (stage, name)
 
 
 # --------------------------------------------------------------------------- #

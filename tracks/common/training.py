@@ -132,9 +132,13 @@ class Checkpoints:
     def _write(self, save, final):
         """`save(path)` beside `final`, flushed to the disk, then renamed to `final`."""
         partial = final.with_name(f"partial-{final.name}")
-        save(partial)
-        with open(partial, "rb+") as handle:
-            os.fsync(handle.fileno())
+        try:
+            save(partial)
+            with open(partial, "rb+") as handle:
+                os.fsync(handle.fileno())
+        except OSError:  # a full disk, say: the half-written file goes, the checkpoints before it stay
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, final)
 
     def _seeds_path(self, epochs_done):

@@ -132,7 +132,8 @@ def train_one(config, spec, runtime, data, epoch_data, run, log):
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                      jit_compile=runtime.xla, steps_per_execution=runtime.steps_per_execution(config.steps_per_execution))
+                      jit_compile=runtime.xla,
+                      steps_per_execution=runtime.steps_per_execution(config.steps_per_execution))
     params = rk.count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {config.steps_per_epoch} steps")
     x, y = instrument_batch(config, data)
