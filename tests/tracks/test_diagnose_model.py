@@ -219,3 +219,39 @@ def test_diagnose_model_releases_its_lock_however_it_ends(tmp_path, capsys, monk
         assert (tmp_path / "run" / "summary.md").exists()
     else:
         assert err.count("\n") == 1 and not (tmp_path / "run").exists()  # nothing half-measured is kept
+
+
+def _rewritten(path, target, change):
+    """A copy of the archive `path` at `target` whose config.json went through `change(text) -> text`."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(target, "w") as copy:
+        for name in source.namelist():
+            data = source.read(name)
+            copy.writestr(name, change(data.decode()) if name == "config.json" else data)
+    return target
+
+
+@keras.saving.register_keras_serializable(package="StudentLayers")
+class Doubled(keras.layers.Layer):
+    """A student's own layer, registered while this module is imported."""
+
+    def call(self, x):
+        return 2 * x
+
+
+def test_diagnose_model_names_an_unknown_layer_and_missing_custom_objects(tmp_path, capsys, monkeypatch):
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(2, name="head")(Doubled(name="doubled")(inputs)))
+    path = _save(model, tmp_path / "student.keras")
+    base = ["diagnose", "--input-shape", "4", "--examples", "4"]
+
+    future = _rewritten(path, tmp_path / "future.keras", lambda text: text.replace('"Dense"', '"DenseFromTheFuture"'))
+    code, _, err = run_cli(vision_main, [*base, "--model", future, "--out", tmp_path / "a"], capsys)
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "a").exists()
+    assert f"--model {future}: unknown layer DenseFromTheFuture (keras.layers): this Keras" in err
+
+    monkeypatch.delitem(keras.saving.get_custom_objects(), "StudentLayers>Doubled")  # a module not imported
+    code, _, err = run_cli(vision_main, [*base, "--model", path, "--out", tmp_path / "b"], capsys)
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "b").exists()
+    assert f"--model {path}: missing custom objects StudentLayers>Doubled (module {__name__}): pass --import" in err
