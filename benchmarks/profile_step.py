@@ -54,7 +54,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=8, help="profiled steps (default 8)")
     parser.add_argument("--top", type=int, default=8, help="op types listed (default 8)")
     args = parser.parse_args(argv)
+    from tracks.common.process import configure_process, read_environment
 
+    configure_process(read_environment())  # as a track's command does: pools that sleep, before any op
     import tensorflow as tf
 
     from benchmarks.throughput import vision_setup

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from throughput import Competitors  # noqa: E402
 
-SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"  # tracks/common/runtime.py's (not imported: no TensorFlow here)
+SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"  # tracks/common/process.py's (not imported here)
 
 
 def train(model, epochs, out):

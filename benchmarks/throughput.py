@@ -188,6 +188,9 @@ class Competitors:
 
 
 def measure(name, args, peers_available):
+    from tracks.common.process import configure_process, read_environment
+
+    configure_process(read_environment())  # as a track's command does: pools that sleep, before any op
     from tracks.common.runtime import setup_runtime
     from tracks.common.xla import xla_step_ran
 
