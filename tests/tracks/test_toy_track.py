@@ -108,7 +108,7 @@ def test_the_trained_nets_are_taken_apart_in_seconds_with_what_each_instrument_n
 
 def test_a_bad_depth_is_refused_in_one_line(tmp_path, capsys):
     code = main(["--depths", "0,4", "--out", str(tmp_path / "run")])
-    assert code == 2 and "--depths needs depths >= 1" in capsys.readouterr().err
+    assert code == 2 and "--depths 0 is outside 1..256" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
