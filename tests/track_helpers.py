@@ -22,8 +22,11 @@ KILL_POINTS = (
 
 
 def run_cli(main, argv, capsys):
-    """Runs `main(argv)`; returns (exit code, stdout, stderr)."""
-    code = main([str(a) for a in argv])
+    """Runs `main(argv)`; returns (exit code, stdout, stderr): argparse's refusals exit with SystemExit(2)."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit_:
+        code = exit_.code
     out, err = capsys.readouterr()
     return code, out, err
 

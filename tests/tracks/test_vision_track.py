@@ -86,7 +86,8 @@ def _write_image_folder(root, classes=("cat", "dog"), per_class=40):
 def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     _write_image_folder(tmp_path / "images")
     argv = ["--preset", "smoke", "--data", f"folder:{tmp_path / 'images'}", "--depths", "8",
-            "--batch-size", "16", "--train-size", "64", "--landscape-steps", "0", "--out", tmp_path / "run"]
+            "--batch-size", "16", "--train-size", "64", "--landscape-steps", "0", "--lesion-images", "16",
+            "--out", tmp_path / "run"]
     code, _, err = run_cli(main, argv, capsys)
     assert code == 0, err
     results = _check_run(tmp_path / "run", depths=(8,), curve="test")  # 16 test images < 128
@@ -199,7 +200,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--depths", "21"], "unknown depth 21"),
+        (["--depths", "21"], "--depths 21: depths must be 6n+2"),
         (["--variants", "plain,wide"], "unknown variant 'wide'"),
         (["--preset", "huge"], "unknown preset 'huge'"),
         (["--data", "imagenet"], "imagenet"),
@@ -209,7 +210,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--lesion-images", "0"], "--lesion-images must be >= 1, got 0"),
         (["--curve-eval-size", "-5"], "--curve-eval-size must be >= 1"),
         (["--seed", "-1"], "--seed must be in 0..4294967295 (NumPy's 32-bit seeds), got -1"),
-        (["--learning-rate", "inf"], "--learning-rate must be > 0 and finite"),
+        (["--learning-rate", "inf"], "argument --learning-rate: expected a finite number, got 'inf'"),
         (["--depths", "8,14,8"], "--depths lists 8 more than once"),
         (["--variants", "plain,residual,plain"], "--variants lists plain more than once"),
         (["--strategy", "multiworker"], "needs the TF_CONFIG environment variable"),
