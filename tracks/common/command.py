@@ -68,6 +68,8 @@ def run_command(prog, prepare, work, *, resumable=True):
         return fail(describe_os_error(error))
     except (ConfigError, ValueError) as error:
         return fail(str(error))
+    except MemoryError as error:  # numpy's ArrayMemoryError says how much it wanted
+        return fail(f"out of memory before anything was written ({error or 'no details'}); lower the sizes")
     with run:
         try:
             code = work(config, run, payload)
@@ -90,6 +92,12 @@ def run_command(prog, prepare, work, *, resumable=True):
                 run.discard()
                 return fail(describe_os_error(error))
             return fail(f"{describe_os_error(error)}; fix that, then continue with {prog} --resume {run.path}")
+        except MemoryError as error:
+            if not resumable:
+                run.discard()
+                return fail(f"out of memory ({error or 'no details'}); lower the sizes")
+            return fail(f"out of memory ({error or 'no details'}); finished models are kept in {run.path}, "
+                        f"but the sizes are its config's: start a new run with smaller ones")
         except BaseException:
             if not resumable:
                 run.discard()

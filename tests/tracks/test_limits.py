@@ -1,0 +1,65 @@
+"""The estimate of a run against the machine, read without TensorFlow, and `--force`."""
+
+import pytest
+
+from tracks.common.config import ConfigError
+from tracks.common.limits import (DAY_SECONDS, Estimate, accelerator_present, machine_memory_bytes,
+                                  refuse_beyond_machine)
+from tracks.common.options import train_parser
+from tracks.common.resume import check_run
+from tracks.toy.track import TRACK as TOY
+from tracks.vision.track import TRACK as VISION
+
+pytestmark = pytest.mark.no_keras_reset
+GIB = 2**30
+CPU = (False, "no GPU")
+
+
+def test_the_memory_is_read_from_meminfo(tmp_path):
+    (tmp_path / "meminfo").write_text("MemTotal:       16384 kB\nMemFree:        1024 kB\n")
+    assert machine_memory_bytes(tmp_path / "meminfo") == 16384 * 1024
+    assert machine_memory_bytes(tmp_path / "none") > 0  # os.sysconf where there is no /proc
+
+
+def test_a_gpu_is_found_by_its_device_file_unless_cuda_visible_devices_hides_it(monkeypatch):
+    monkeypatch.setattr("glob.glob", lambda pattern: ["/dev/nvidia0"] if pattern == "/dev/nvidia[0-9]*" else [])
+    assert accelerator_present({}) == (True, "/dev/nvidia0 is present")
+    assert accelerator_present({"CUDA_VISIBLE_DEVICES": "0"})[0] is True
+    assert accelerator_present({"CUDA_VISIBLE_DEVICES": ""}) == (False, "CUDA_VISIBLE_DEVICES='' hides the GPUs")
+    assert accelerator_present({"CUDA_VISIBLE_DEVICES": "-1"})[0] is False
+    monkeypatch.setattr("glob.glob", lambda pattern: [])
+    assert accelerator_present({}) == (False, "no /dev/nvidia*, /dev/dxg or /dev/kfd")
+
+
+def test_a_run_beyond_the_machine_is_refused_with_its_estimate_unless_forced():
+    big = Estimate(data_bytes=3 * GIB, model_bytes=2 * GIB, cpu_seconds=60)
+    with pytest.raises(ConfigError, match=r"needs about 5 GiB of memory \(3 GiB of data and 2 GiB of weights"):
+        refuse_beyond_machine(big, force=False, memory=4 * GIB, accelerator=CPU)
+    refuse_beyond_machine(big, force=True, memory=4 * GIB, accelerator=CPU)
+    # With a GPU the model's memory is the GPU's: only the data are set against the host's.
+    refuse_beyond_machine(big, force=False, memory=4 * GIB, accelerator=(True, "/dev/nvidia0 is present"))
+    slow = Estimate(data_bytes=0, model_bytes=0, cpu_seconds=3 * DAY_SECONDS)
+    with pytest.raises(ConfigError, match=r"about 3 days on this CPU \(no GPU found: no GPU\), more than a day"):
+        refuse_beyond_machine(slow, force=False, memory=4 * GIB, accelerator=CPU)
+    refuse_beyond_machine(slow, force=False, memory=4 * GIB, accelerator=(True, "a GPU"))
+    refuse_beyond_machine(Estimate(0, 0, DAY_SECONDS), force=False, memory=4 * GIB, accelerator=CPU)  # a day is fine
+
+
+def test_the_estimates_grow_with_what_costs(monkeypatch):
+    quick = VISION.resources(VISION.presets["quick"])
+    assert quick.cpu_seconds < 3600 and quick.data_bytes + quick.model_bytes < GIB  # the CPU preset fits
+    assert VISION.resources(VISION.presets["paper"]).cpu_seconds > DAY_SECONDS  # a GPU preset
+    deeper = VISION.resources(VISION.presets["quick"].__class__(depths=(110,)))
+    assert deeper.model_bytes > VISION.resources(VISION.presets["quick"].__class__(depths=(20,))).model_bytes
+    toy = TOY.presets["quick"]
+    assert TOY.resources(toy).cpu_seconds * 2 == pytest.approx(
+        TOY.resources(toy.__class__(epochs=2 * toy.epochs)).cpu_seconds)
+
+
+def test_check_run_applies_force(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    parser = train_parser(TOY.prog, TOY.usage, TOY.config_cls, TOY.presets, TOY.default_preset)
+    with pytest.raises(ConfigError, match="more than a day"):
+        check_run(TOY, parser.parse_args(["--epochs", "100000000"]))
+    config, run, recorded = check_run(TOY, parser.parse_args(["--epochs", "100000000", "--force"]))
+    assert config.epochs == 100000000 and run is None and recorded is None
