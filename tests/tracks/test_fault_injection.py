@@ -156,6 +156,16 @@ def test_a_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_so_in_one_
     assert toy_numbers(run_dir) == uninterrupted_toy
 
 
+@pytest.mark.parametrize("signum, code, line", [(signal.SIGTERM, 143, "terminated (SIGTERM)\n"),
+                                                (signal.SIGINT, 130, "interrupted\n")])
+def test_a_signal_during_a_command_that_writes_no_run_is_one_line(signum, code, line, capsys, monkeypatch):
+    from tracks.common import compare
+
+    monkeypatch.setattr(compare, "compare_command", lambda track, argv: os.kill(os.getpid(), signum))
+    assert run_cli(toy_main, ["compare", "RUN", "REFERENCE"], capsys) == (code, "", line)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 @pytest.mark.slow
 def test_sigterm_and_ctrl_c_at_every_stage_end_in_one_line_and_resume_to_the_same_numbers(tmp_path):
     whole = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy", "none", *TOY_ARGV,

@@ -17,9 +17,9 @@ and SIGTERM); diagnose --model too.
 
 import sys
 
-from tracks.common.command import run_command, signals_as_interruptions
+from tracks.common.command import interruption, run_command, signals_as_interruptions
 from tracks.common.config import ConfigError
-from tracks.common.console import fail, log
+from tracks.common.console import fail, log, warn
 from tracks.common.options import OneLineParser, train_parser
 from tracks.common.process import configure_process, read_environment
 from tracks.common.resume import check_run, start_or_resume
@@ -34,17 +34,22 @@ def main(track, argv=None):
     except ConfigError as error:
         return fail(str(error))
     with signals_as_interruptions():
-        if command in track.commands:
-            return track.commands[command](track, rest)
-        if command == "diagnose":
-            return diagnose_command(track, rest, environment)
-        if command == "compare":
-            from tracks.common.compare import compare_command
+        try:
+            if command in track.commands:
+                return track.commands[command](track, rest)
+            if command == "diagnose":
+                return diagnose_command(track, rest, environment)
+            if command == "compare":
+                from tracks.common.compare import compare_command
 
-            return compare_command(track, rest)
-        if command == "prefetch":
-            return prefetch_command(track, rest, environment)
-        return train_command(track, argv, environment)
+                return compare_command(track, rest)
+            if command == "prefetch":
+                return prefetch_command(track, rest, environment)
+            return train_command(track, argv, environment)
+        except KeyboardInterrupt as error:  # a command that writes no run (a run's commands say what was kept)
+            word, code = interruption(error)
+            warn(word)
+            return code
 
 
 def _checked_then_started(track, args, environment, **start):

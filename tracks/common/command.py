@@ -38,7 +38,7 @@ def signals_as_interruptions():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interruption(error):
+def interruption(error):
     """(word, exit code) of an interruption: SIGTERM 143, Ctrl-C 130 (128 + the signal's number)."""
     if isinstance(error, Terminated):
         return "terminated (SIGTERM)", 128 + signal.SIGTERM
@@ -61,7 +61,7 @@ def run_command(prog, prepare, work, *, resumable=True):
     try:
         config, run, payload = prepare()
     except KeyboardInterrupt as error:
-        word, code = _interruption(error)
+        word, code = interruption(error)
         warn(f"{word} before anything was written")
         return code
     except OSError as error:
@@ -75,7 +75,7 @@ def run_command(prog, prepare, work, *, resumable=True):
             code = work(config, run, payload)
             return 0 if code is None else code
         except KeyboardInterrupt as error:
-            word, code = _interruption(error)
+            word, code = interruption(error)
             if resumable:
                 warn(f"{word}; finished epochs and models are kept: continue with "
                      f"{prog} --resume {run.path}")
@@ -104,4 +104,4 @@ def run_command(prog, prepare, work, *, resumable=True):
             raise
 
 
-__all__ = ["Terminated", "run_command", "signals_as_interruptions"]
+__all__ = ["Terminated", "interruption", "run_command", "signals_as_interruptions"]
