@@ -63,3 +63,15 @@ def test_check_run_applies_force(monkeypatch):
         check_run(TOY, parser.parse_args(["--epochs", "100000000"]))
     config, run, recorded = check_run(TOY, parser.parse_args(["--epochs", "100000000", "--force"]))
     assert config.epochs == 100000000 and run is None and recorded is None
+
+
+def test_every_track_estimates_every_preset_from_its_config_alone():
+    from tracks.language.track import TRACK as LANGUAGE
+
+    for track in (VISION, LANGUAGE, TOY):
+        for name, config in track.presets.items():
+            estimate = track.resources(config)
+            assert isinstance(estimate, Estimate), (track.name, name)
+            assert estimate.data_bytes >= 0 and estimate.model_bytes > 0 and estimate.cpu_seconds > 0
+            seeds = track.resources(config.__class__(**{**config.__dict__, "seeds": (0, 1, 2), "seed": 0}))
+            assert seeds.cpu_seconds == pytest.approx(3 * estimate.cpu_seconds)  # one run per seed

@@ -70,7 +70,7 @@ def finite_float(text):
     return value
 
 
-finite_float.__name__ = "float"  # argparse names the type in its message: "invalid float value"
+finite_float.__name__ = "float"  # the list options name their items' type by it: "a comma-separated list of float"
 
 
 def _parse_tuple(item_type, name):
