@@ -75,3 +75,10 @@ def test_every_track_estimates_every_preset_from_its_config_alone():
             assert estimate.data_bytes >= 0 and estimate.model_bytes > 0 and estimate.cpu_seconds > 0
             seeds = track.resources(config.__class__(**{**config.__dict__, "seeds": (0, 1, 2), "seed": 0}))
             assert seeds.cpu_seconds == pytest.approx(3 * estimate.cpu_seconds)  # one run per seed
+
+
+def test_the_head_width_minimum_is_the_librarys():
+    from residual_keras.attention import MIN_HEAD_DIM
+    from tracks.common.checks import min_head_dim
+
+    assert min_head_dim() == MIN_HEAD_DIM  # read from attention.py without importing Keras

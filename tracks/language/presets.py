@@ -51,7 +51,7 @@ class LanguageConfig(RuntimeOptions):
     )
     embed_dim: int = dataclasses.field(default=128, metadata={"help": "width of the residual stream"})
     num_heads: int = dataclasses.field(default=4, metadata={"help": "attention heads (must divide --embed-dim into "
-                                                                    "heads of at least 4 features)"})
+                                                                    f"heads of at least {min_head_dim()} features)"})
     sequence_length: int = dataclasses.field(default=64, metadata={"help": "context length in characters"})
     batch_size: int = dataclasses.field(default=12, metadata={"help": "global batch size (sequences)"})
     steps: int = dataclasses.field(default=2000, metadata={"help": "training steps per model"})
