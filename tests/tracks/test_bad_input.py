@@ -190,3 +190,8 @@ def test_importing_the_tracks_changes_nothing_in_the_process():
     done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True, timeout=120)
     assert done.stdout.strip() == "True []", done.stdout + done.stderr
+
+
+def test_the_running_guide_gives_the_tables_size():
+    text = " ".join((ROOT / "docs" / "running.md").read_text().split())
+    assert f"`tests/tracks/test_bad_input.py` holds {len(CASES)} such command lines and environments" in text
