@@ -103,35 +103,45 @@ def check(files, as_json=False, seed=None, limits=Limits()):
     return 0 if all(report["passed"] for report in reports) else 1
 
 
-def _positive(kind, name):
+def _positive(kind):
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
         if value <= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be above 0, got {text}")
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
         return value
 
     return parse
 
 
+class _Refused(Exception):
+    """Bad input on the command line: main() says it in one line and returns 2."""
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, as every refusal of the package
-        self.exit(2, f"error: {message}\n")
+    def error(self, message):
+        raise _Refused(message)
 
 
 def _limit_options(parser):
     parser.add_argument("--seed", type=int, help="the seed the random inputs are drawn from (default: a new one)")
-    parser.add_argument("--timeout", type=_positive(float, "--timeout"), default=120.0,
+    parser.add_argument("--timeout", type=_positive(float), default=120.0,
                         help="seconds a file may run (default 120)")
-    parser.add_argument("--memory-gb", type=_positive(float, "--memory-gb"), default=4.0,
+    parser.add_argument("--memory-gb", type=_positive(float), default=4.0,
                         help="memory a file may allocate, GiB (default 4)")
 
 
 def main(argv):
     """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
-    command, rest = argv[0], argv[1:]
+    try:
+        return _main(argv[0], argv[1:])
+    except _Refused as refusal:
+        return _fail(str(refusal))
+
+
+def _main(command, rest):
     if command == "exercises":
         parser = _Parser(prog="python -m tracks exercises",
                          description="List the exercises, or write one's file to start it.")
@@ -150,7 +160,7 @@ def main(argv):
         parser = _Parser(prog="python -m tracks grade", description="Grade every *.py under DIR into a gradebook.")
         parser.add_argument("folder", help="the class: DIR/<student>/*.py, or DIR/*.py (one file per student)")
         parser.add_argument("--out", required=True, help="the gradebook's folder (new, or empty)")
-        parser.add_argument("--jobs", type=_positive(int, "--jobs"), default=1, help="files graded at once")
+        parser.add_argument("--jobs", type=_positive(int), default=1, help="files graded at once")
         _limit_options(parser)
         args = parser.parse_args(rest)
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs,

@@ -39,4 +39,4 @@ def random_residual_product(eps, L, n, seed=0):
     return np.eye(n)
 
 
-ANSWERS = {"residual_lower": 0.8**50, "residual_upper": 1.2**50, "plain_upper": 0.2**50}
+ANSWERS = {"residual_lower": 0.0, "residual_upper": 0.0, "plain_upper": 0.0}
