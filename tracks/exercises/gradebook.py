@@ -88,7 +88,9 @@ def write_summary(path, figure, reports, seed, limits, seconds):
         lines += [f"## Exercise {number}: {BY_NUMBER[number].title}", "",
                   f"{entry['passed']} of {entry['files']} files passed every check.", "",
                   "| check | passed | failed |", "| --- | --- | --- |"]
-        lines += [f"| {name} | {passed} | {failed} |" for name, passed, failed in entry["checks"]]
+        for name, passed, failed in entry["checks"]:
+            escaped = name.replace("|", "\\|")  # a check's name may hold a norm, ||J||
+            lines.append(f"| {escaped} | {passed} | {failed} |")
         if entry["common"]:
             name, count, hint = entry["common"]
             lines += ["", f"Most common failure: **{name}** ({count} of {entry['files']} files). Its hint: {hint}"]

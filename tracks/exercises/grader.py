@@ -64,11 +64,11 @@ def print_report(report):
         if not check["passed"] and check["hint"]:
             print(f"        hint: {check['hint']}")
     passed = sum(check["passed"] for check in report["checks"])
+    stopped = report["reason"] and not report["reason"].startswith(f"{len(report['checks']) - passed} of")
     print(f"  {passed} of {len(report['checks'])} checks passed ({report['seconds']} s)"
-          + (f"; {report['reason']}" if report["reason"] and not report["reason"].startswith(("not graded", f"{len(report['checks']) - passed} of")) else ""))
-    for name in ("stdout", "stderr"):
-        if report.get(name):
-            print(f"  your file's {name}:\n" + "\n".join("    | " + line for line in report[name].splitlines()[-20:]))
+          + (f"; {report['reason']}" if stopped else ""))
+    if report.get("stdout"):  # what the file printed (its stderr, with TensorFlow's lines, is in --json)
+        print("  your file printed:\n" + "\n".join("    | " + line for line in report["stdout"].splitlines()[-20:]))
     print()
 
 
