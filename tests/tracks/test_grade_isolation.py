@@ -73,6 +73,21 @@ def test_a_class_of_hostile_files_gets_one_failed_row_each_and_the_solution_pass
     assert (out / "checks.png").stat().st_size > 10_000
 
 
+def test_a_timeout_kills_the_whole_process_group(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "sleeper.py").write_text(
+        "import subprocess, sys, time\nEXERCISE = 5\n"
+        "helper = subprocess.Popen(['sleep', '300'])\nprint(helper.pid, flush=True)\n"
+        "while True:\n    time.sleep(0.1)\n")
+    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", tmp_path / "book", "--timeout", "3"], capsys)
+    rows, _ = read_gradebook(tmp_path / "book")
+    assert code == 0 and rows["sleeper.py"]["reason"].startswith("timeout: still running after 3 s")
+    helper = int((tmp_path / "book" / "logs" / "sleeper" / "stdout.txt").read_text())
+    status = pathlib.Path(f"/proc/{helper}/status")
+    assert not status.exists() or "zombie" in status.read_text()  # the file's own child was killed with it
+
+
 def test_check_isolates_a_file_and_its_json_stays_valid_whatever_it_prints(capsys):
     files = [HOSTILE / "prints.py", ROOT / "solutions" / "ex5_bounds.py"]
     code, out, _ = run_cli(tracks_main, ["check", *files, "--json", "--seed", "5"], capsys)

@@ -9,7 +9,7 @@ J_i = s diag(1 - tanh^2(W_i x + b_i)) W_i.
 
 import numpy as np
 
-from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference, number, plain
+from tracks.exercises.exercise import CheckSpec, Exercise, array, close, largest_difference, number, plain
 
 SKELETON = '''"""Exercise 4: the Jacobian of two residual blocks, and its four terms.
 

@@ -15,7 +15,6 @@ which exercise it is (`EXERCISE = N`, as the skeleton does). Exit codes:
 
 import argparse
 import json
-import os
 import pathlib
 import secrets
 import sys
@@ -89,7 +88,7 @@ def check(files, as_json=False, seed=None, limits=Limits()):
         return _fail(f"no such file: {', '.join(missing)}")
     seed = secrets.randbelow(2**31) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="check-") as out:
-        reports = grade_files(paths, seed=seed, limits=limits, out=out, progress=open(os.devnull, "w"))
+        reports = grade_files(paths, seed=seed, limits=limits, out=out, progress=False)
         for report in reports:  # the file's own output, kept apart from the report
             report["stdout"], report["stderr"] = (_read_tail(pathlib.Path(out) / report[name])
                                                   for name in ("stdout", "stderr"))

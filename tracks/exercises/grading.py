@@ -111,10 +111,11 @@ def student_of(path, folder):
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=sys.stderr):
+def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
     """Reports for every file, in the order given, graded `jobs` at a time; progress lines on `progress`.
 
-    Each file's stdout and stderr are kept in out/logs/<file's path under root>/.
+    Each file's stdout and stderr are kept in out/logs/<file's path under root>/. `progress`: a
+    stream (default: sys.stderr), or False for none.
     """
     out = pathlib.Path(out)
     started, lock, finished = time.monotonic(), threading.Lock(), [0]
@@ -129,10 +130,12 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=sys.std
             report["stderr"] = str(pathlib.Path(report["stderr"]).relative_to(out))
             with lock:
                 finished[0] += 1
+                if progress is False:
+                    return report
                 passed = sum(check["passed"] for check in report["checks"])
                 print(f"graded {finished[0]} of {len(paths)}: {relative} {passed}/{len(report['checks'])}"
                       f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
-                      f"{time.monotonic() - started:.0f} s elapsed", file=progress, flush=True)
+                      f"{time.monotonic() - started:.0f} s elapsed", file=progress or sys.stderr, flush=True)
             return report
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:

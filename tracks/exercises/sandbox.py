@@ -85,12 +85,9 @@ def _resident_bytes(pid):
         return 0
 
 
-def _kill_group(process):
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+def _has_ended(pid):
+    """True once the child has exited, without reaping it (WNOWAIT)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 def read_records(path):
@@ -128,21 +125,22 @@ def run_submission(path, number, inputs, *, limits, workdir, site, stdout, stder
         process = subprocess.Popen(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                    env=child_environment(limits), start_new_session=True)
     ended = None
-    while process.poll() is None:
-        if time.monotonic() - started > limits.seconds:
+    while ended is None:
+        if _has_ended(process.pid):
+            ended = "finished"
+        elif time.monotonic() - started > limits.seconds:
             ended = "timeout"
         elif _resident_bytes(process.pid) > memory:
             ended = "memory"
-        if ended:
-            _kill_group(process)
-            break
-        time.sleep(POLL_SECONDS)
-    else:
-        ended = "finished"
-        try:  # what it left behind in its group (a daemon it started) goes too
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        else:
+            time.sleep(POLL_SECONDS)
+    # The whole group goes, what the file left running included: the child is not reaped yet
+    # (a zombie keeps its process id), so the group's id cannot belong to another process.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
     records, events = read_records(results)
     if ended == "finished" and not any(event["event"] == "done" for event in events):
         ended = "exited"
