@@ -120,7 +120,8 @@ def test_values_of_the_wrong_form_fail_their_checks_and_never_the_grader():
             assert len(checks) == len(exercise.checks) and not any(check.passed for check in checks), garbage
         errors = {spec.key: {"error": {"type": "NotImplementedError"}} for spec in exercise.checks}
         assert all("not written yet" in check.detail for check in judge_all(exercise, inputs, errors, "x"))
-        assert all(check.detail == "no result: timeout" for check in judge_all(exercise, inputs, {}, "no result: timeout"))
+        stopped = judge_all(exercise, inputs, {}, "no result: timeout")
+        assert all(check.detail == "no result: timeout" for check in stopped)
 
 
 def test_which_exercise_a_file_is_is_read_without_running_it(tmp_path):

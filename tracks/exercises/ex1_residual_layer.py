@@ -132,7 +132,8 @@ def judge_equation(inputs, value):
                (((width, hidden), "first kernel"), ((hidden,), "first bias"), ((hidden, width), "last kernel"),
                 ((width,), "last bias"))]
     f = mlp(x, *weights)
-    detail = (f"from your layer's weights: residual differs from x + f(x) by {largest_difference(residual, x + f):.3g}, "
+    detail = (f"from your layer's weights: residual differs from x + f(x) by "
+              f"{largest_difference(residual, x + f):.3g}, "
               f"the plain twin from f(x) by {largest_difference(plain_out, f):.3g}")
     if close(residual, x + f, atol=1e-4) and close(plain_out, f, atol=1e-4):
         return True, detail, ""
@@ -156,7 +157,8 @@ def probe_other_weights(module, inputs):
 def judge_other_weights(inputs, value):
     x, f = _x(inputs).astype("float64"), _f(inputs, inputs["new"])
     residual, plain_out = (array(out, x.shape, "the output") for out in value)
-    detail = (f"with the grader's weights: residual differs from x + f(x) by {largest_difference(residual, x + f):.3g}, "
+    detail = (f"with the grader's weights: residual differs from x + f(x) by "
+              f"{largest_difference(residual, x + f):.3g}, "
               f"the plain twin from f(x) by {largest_difference(plain_out, f):.3g}")
     if close(residual, x + f, atol=1e-4) and close(plain_out, f, atol=1e-4):
         return True, detail, ""

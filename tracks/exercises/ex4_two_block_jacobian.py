@@ -116,7 +116,8 @@ def judge_layout(inputs, value):
     J1, _, _ = reference(inputs)
     got = array(value, what="jacobian(f1, x)")
     if close(got, J1, rtol=0, atol=TOLERANCE):
-        return True, f"matches the closed form at n = {len(J1)} (largest difference {largest_difference(got, J1):.2g})", ""
+        difference = largest_difference(got, J1)
+        return True, f"matches the closed form at n = {len(J1)} (largest difference {difference:.2g})", ""
     if close(got, J1.T, rtol=0, atol=TOLERANCE):
         return False, "you return the transpose", ("wrong layout: row i must be the gradient of output i, so that "
                                                    "J @ v is f's change for a change v of x (your matrix is J^T, the "

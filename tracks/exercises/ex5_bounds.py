@@ -184,7 +184,8 @@ EXERCISE = Exercise(
                   "a factor I + J with ||J|| <= eps stretches a vector by at least 1 - eps and at most 1 + eps, "
                   "and L factors in a row combine by multiplication; a plain factor J alone stretches by at most eps"),
         CheckSpec("in_bounds", "random products: factors of norm eps, singular values within the bounds",
-                  probe_products, judge_in_bounds, "build the product with numpy: product = (I + J) @ product, L times"),
+                  probe_products, judge_in_bounds,
+                  "build the product with numpy: product = (I + J) @ product, L times"),
         CheckSpec("independent", "random products: a new J for each layer, from the seed", probe_products,
                   judge_independent, "draw each J from rng = np.random.default_rng(seed), inside the loop"),
         CheckSpec("answers", "ANSWERS: the three numbers", probe_answers, judge_answers, "fill in ANSWERS"),

@@ -58,8 +58,8 @@ def tally(reports):
     summary = {}
     for number in sorted({report["exercise"] for report in reports if report["exercise"]}):
         mine = [report for report in reports if report["exercise"] == number]
-        counts = [(spec.name, sum(r["checks"][i]["passed"] for r in mine), sum(not r["checks"][i]["passed"] for r in mine))
-                  for i, spec in enumerate(BY_NUMBER[number].checks)]
+        counts = [(spec.name, sum(r["checks"][i]["passed"] for r in mine),
+                   sum(not r["checks"][i]["passed"] for r in mine)) for i, spec in enumerate(BY_NUMBER[number].checks)]
         worst, common = max(counts, key=lambda count: count[2]), None
         if worst[2]:
             hints = collections.Counter(c["hint"] for r in mine for c in r["checks"]
@@ -74,7 +74,8 @@ def write_summary(path, figure, reports, seed, limits, seconds):
     summary = tally(reports)
     ungraded = [report for report in reports if not report["exercise"]]
     stopped = collections.Counter(report["reason"].split(":")[0] for report in reports
-                                  if report["reason"] and not report["reason"][0].isdigit())
+                                  if report["reason"] and not report["reason"][0].isdigit()
+                                  and report["exercise"])
     lines = ["# Gradebook", "",
              f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every check; seed {seed}; "
              f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]

@@ -122,8 +122,10 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
     with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
         site = child_site(scratch)
 
-        def one(path):
-            relative = pathlib.Path(path).relative_to(root) if root else pathlib.Path(pathlib.Path(path).name)
+        def one(numbered):
+            index, path = numbered  # without a root, files of the same name get logs of their own
+            relative = (pathlib.Path(path).relative_to(root) if root
+                        else pathlib.Path(f"{index + 1:03d}-{pathlib.Path(path).name}"))
             report = grade_file(path, seed=seed, limits=limits, log_dir=out / "logs" / relative.with_suffix(""),
                                 site=site)
             report["stdout"] = str(pathlib.Path(report["stdout"]).relative_to(out))
@@ -139,7 +141,7 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
             return report
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, paths))
+            return list(pool.map(one, enumerate(paths)))
 
 
 __all__ = ["exercise_number", "grade_file", "grade_files", "reason_for", "student_of"]

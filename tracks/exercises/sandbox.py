@@ -5,12 +5,12 @@
 - Memory: `RLIMIT_DATA`, set by the child's first lines before anything is
   imported. It counts private writable memory (heap, anonymous mmap), which is
   what an allocation takes, and makes it fail at once (a `MemoryError`) instead
-  of swapping the machine. `RLIMIT_AS` would count TensorFlow's address-space
-  reservations (over 2 GB of mappings at import, most never touched) and fail
-  any TensorFlow program; TensorFlow's private writable memory after the
-  checks is about 0.4 GB. A watchdog here also kills the group when the
-  child's resident anonymous and shared memory passes the limit (shared memory
-  is not counted by RLIMIT_DATA).
+  of swapping the machine. `RLIMIT_AS` would count the address space
+  TensorFlow reserves and never touches: 2.05 GiB after a small ResNet and
+  an attention layer ran, of which 0.4 GiB private writable (docs/grading.md),
+  so a 2 GiB limit would stop TensorFlow itself. A watchdog here also kills
+  the group when the child's resident anonymous and shared memory passes the
+  limit (shared memory is not counted by RLIMIT_DATA).
 - Output: stdout and stderr go to files (never to the grader's stdout), at
   most `output_mb` each (`RLIMIT_FSIZE`).
 
