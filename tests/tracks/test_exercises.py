@@ -20,6 +20,7 @@ from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import judge_all
 from tracks.exercises.grading import exercise_number
 from tracks.exercises.runner import run
+from tracks.exercises.sandbox import read_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -122,6 +123,14 @@ def test_values_of_the_wrong_form_fail_their_checks_and_never_the_grader():
         assert all("not written yet" in check.detail for check in judge_all(exercise, inputs, errors, "x"))
         stopped = judge_all(exercise, inputs, {}, "no result: timeout")
         assert all(check.detail == "no result: timeout" for check in stopped)
+
+
+def test_records_that_are_not_json_objects_are_skipped(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text("[" * 100_000 + "\nnot json\n[1, 2]\n" + '{"key": 5}\n{"event": "done"}\n'
+                    '{"key": "bounds", "value": 1}\n')
+    results, events = read_records(path)
+    assert results == {"bounds": {"key": "bounds", "value": 1}} and events == [{"event": "done"}]
 
 
 def test_which_exercise_a_file_is_is_read_without_running_it(tmp_path):

@@ -73,16 +73,22 @@ def test_a_class_of_hostile_files_gets_one_failed_row_each_and_the_solution_pass
     assert (out / "checks.png").stat().st_size > 10_000
 
 
-def test_a_timeout_kills_the_whole_process_group(tmp_path, capsys):
+def test_a_timeout_kills_the_whole_process_group_and_a_lingering_thread_does_not_keep_a_file(tmp_path, capsys):
     folder = tmp_path / "class"
     folder.mkdir()
     (folder / "sleeper.py").write_text(
         "import subprocess, sys, time\nEXERCISE = 5\n"
         "helper = subprocess.Popen(['sleep', '300'])\nprint(helper.pid, flush=True)\n"
         "while True:\n    time.sleep(0.1)\n")
-    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", tmp_path / "book", "--timeout", "3"], capsys)
+    # A right answer that leaves a thread running ends with its last record, not in a timeout.
+    solution = (ROOT / "solutions" / "ex5_bounds.py").read_text()
+    (folder / "lingering.py").write_text(solution + "\nimport threading, time\n"
+                                         "threading.Thread(target=time.sleep, args=(300,)).start()\n")
+    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", tmp_path / "book", "--timeout", "3",
+                                       "--jobs", "2"], capsys)
     rows, _ = read_gradebook(tmp_path / "book")
     assert code == 0 and rows["sleeper.py"]["reason"].startswith("timeout: still running after 3 s")
+    assert rows["lingering.py"]["total"] == "4/4" and rows["lingering.py"]["reason"] == ""
     helper = int((tmp_path / "book" / "logs" / "sleeper" / "stdout.txt").read_text())
     status = pathlib.Path(f"/proc/{helper}/status")
     assert not status.exists() or "zombie" in status.read_text()  # the file's own child was killed with it

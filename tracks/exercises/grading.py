@@ -91,7 +91,7 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
         return report
     exercise = BY_NUMBER[number]
     inputs = exercise.inputs(seed)
-    with tempfile.TemporaryDirectory(prefix="submission-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
         run = run_submission(path, number, inputs, limits=limits, workdir=workdir, site=site,
                              stdout=report["stdout"], stderr=report["stderr"])
     reason = reason_for(run, limits, len(exercise.checks))

@@ -101,7 +101,7 @@ def read_records(path):
     for line in text.splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             continue
         if isinstance(record, dict) and isinstance(record.get("event"), str):
             events.append(record)
