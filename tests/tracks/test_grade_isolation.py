@@ -29,6 +29,7 @@ REASONS = {"exit_at_import": "exit at import: the file called sys.exit(0)",
            "os_exit": "ended early: the process exited with code 3",
            "endless_loop": "timeout: still running after",
            "memory_6gb": "memory: over the 2 GiB limit",
+           "memory_6gb_tensorflow": "memory: over the 2 GiB limit",
            "patches_numpy_and_checks": "4 of 4 checks failed",
            "prints": "4 of 4 checks failed",
            "imports_solutions": "import error: ModuleNotFoundError: No module named 'solutions'",
@@ -92,6 +93,14 @@ def test_a_timeout_kills_the_whole_process_group_and_a_lingering_thread_does_not
     helper = int((tmp_path / "book" / "logs" / "sleeper" / "stdout.txt").read_text())
     status = pathlib.Path(f"/proc/{helper}/status")
     assert not status.exists() or "zombie" in status.read_text()  # the file's own child was killed with it
+
+
+def test_shared_memory_that_rlimit_data_does_not_count_is_stopped_by_the_watchdog(tmp_path, capsys):
+    path = tmp_path / "shared.py"
+    path.write_text("import mmap, time\nEXERCISE = 5\nMEMORY = mmap.mmap(-1, 2**30)  # shared: not in RLIMIT_DATA\n"
+                    "for start in range(0, 2**30, 4096):\n    MEMORY[start] = 1\ntime.sleep(30)\n")
+    code, out, _ = run_cli(tracks_main, ["check", path, "--memory-gb", "0.5", "--json"], capsys)
+    assert code == 1 and json.loads(out)[0]["reason"] == "memory: over the 0.5 GiB limit"
 
 
 def test_check_isolates_a_file_and_its_json_stays_valid_whatever_it_prints(capsys):

@@ -46,6 +46,11 @@ def _error(error, path):
     return {"type": type(error).__name__, "message": message, "line": _where(error, path)}
 
 
+def _out_of_memory(error):
+    """numpy's MemoryError, or TensorFlow's ResourceExhaustedError (an allocation refused by RLIMIT_DATA)."""
+    return isinstance(error, MemoryError) or type(error).__name__ == "ResourceExhaustedError"
+
+
 def load(path):
     """The student's file as a module with a name of its own (never on sys.path)."""
     spec = importlib.util.spec_from_file_location("submission", path)
@@ -62,24 +67,21 @@ def run(path, exercise, inputs, send):
     send({"event": "start"})
     try:
         module = load(path)
-    except MemoryError as error:
-        send({"event": "memory", "error": _error(error, path), "during": "import"})
-        return
     except SystemExit as error:
         send({"event": "exit", "error": _error(error, path), "during": "import"})
         return
     except BaseException as error:  # noqa: BLE001  (a file may raise anything on import)
-        send({"event": "import_error", "error": _error(error, path)})
+        send({"event": "memory" if _out_of_memory(error) else "import_error", "error": _error(error, path),
+              "during": "import"})
         return
     send({"event": "imported"})
     for spec in exercise.checks:
         try:
             record = {"key": spec.key, "value": plain(spec.probe(module, inputs))}
             line = json.dumps(record)
-        except MemoryError as error:
-            send({"event": "memory", "error": _error(error, path), "during": spec.key})
-            line = json.dumps({"key": spec.key, "error": _error(error, path)})
         except BaseException as error:  # noqa: BLE001  (SystemExit, KeyboardInterrupt: a failed check)
+            if _out_of_memory(error):
+                send({"event": "memory", "error": _error(error, path), "during": spec.key})
             line = json.dumps({"key": spec.key, "error": _error(error, path)})
         send(line)
     send({"event": "done"})
