@@ -3,6 +3,7 @@
     python -m tracks                       # the tracks
     python -m tracks exercises             # the exercises; `exercises start N DIR` copies one
     python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
+    python -m tracks grade DIR --out OUT   # grades a class into a gradebook
 """
 
 import ast
@@ -38,7 +39,7 @@ def summary(track):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["exercises"], ["check"]):
+    if argv[:1] in (["exercises"], ["check"], ["grade"]):
         from tracks.exercises.grader import main as exercises_main
 
         return exercises_main(argv)

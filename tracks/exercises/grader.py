@@ -1,26 +1,27 @@
-"""`python -m tracks exercises` and `python -m tracks check FILE...`: start an exercise, grade a solution.
+"""`python -m tracks exercises`, `check FILE...` and `grade DIR --out OUT`: start, check, grade a class.
 
     python -m tracks exercises                   # the list
-    python -m tracks exercises start 1 mywork/   # copies exercise 1's file into mywork/
-    python -m tracks check mywork/ex1_residual_layer.py
-    python -m tracks check submissions/*.py --json > grades.json   # a whole class
+    python -m tracks exercises start 1 mywork/   # writes exercise 1's file into mywork/
+    python -m tracks check mywork/ex1_residual_layer.py [--json] [--seed S]
+    python -m tracks grade submissions/ --out gradebook/ [--jobs 2] [--timeout 120] [--memory-gb 4]
 
-A solution file says which exercise it is (`EXERCISE = N`, as the skeleton
-does). Each check prints PASS or FAIL, and a failed one a hint. The exit
-code is 0 when every check of every file passed, 1 when one failed, 2 for
-bad input (no such file, not an exercise, an unknown exercise number).
+`check` and `grade` run each file in its own process with the same limits
+and the same checks (tracks/exercises/sandbox.py, grading.py); the verdicts
+are computed here, from the values the file's code sent back. A file says
+which exercise it is (`EXERCISE = N`, as the skeleton does). Exit codes:
+`check` 0 when every check of every file passed, 1 when one failed; `grade`
+0 when the gradebook is written; both 2 for bad input, in one line.
 """
 
 import argparse
-import importlib.util
 import json
 import pathlib
-import shutil
+import secrets
 import sys
-import time
-import uuid
+import tempfile
 
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
+from tracks.exercises.sandbox import Limits
 
 
 def _fail(message):
@@ -32,7 +33,7 @@ def list_exercises():
     print("The course's self-test as exercises. Start one with: python -m tracks exercises start N DIR\n")
     for exercise in EXERCISES:
         print(f"  {exercise.number}. {exercise.title}")
-        print(f"     self-test {exercise.self_test}; file {exercise.skeleton}")
+        print(f"     self-test {exercise.self_test}; file {exercise.filename}")
     print("\nThen write the functions in the copied file and grade it: python -m tracks check DIR/FILE")
     return 0
 
@@ -42,54 +43,15 @@ def start(number, folder):
     if exercise is None:
         return _fail(f"no exercise {number}; there are {', '.join(str(e.number) for e in EXERCISES)}")
     folder = pathlib.Path(folder)
-    target = folder / exercise.skeleton
+    target = folder / exercise.filename
     if target.exists():
         return _fail(f"{target} exists already: choose another folder, or delete it to start again")
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(exercise.path, target)
+    target.write_text(exercise.skeleton)
     print(f"exercise {exercise.number}: {exercise.title}")
     print(f"wrote {target}: read its question and hints, fill in the functions, then")
     print(f"  python -m tracks check {target}")
     return 0
-
-
-def load(path):
-    """The solution file as a module (a fresh name each time), or raise the error it raised."""
-    spec = importlib.util.spec_from_file_location(f"exercise_solution_{uuid.uuid4().hex}",
-                                                  pathlib.Path(path).resolve())
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def grade(path):
-    """{file, exercise, title, passed, checks: [...], seconds} for one solution file."""
-    from tracks.exercises.checks import CHECKS, SOLUTION_FILE, Check
-
-    start_time = time.perf_counter()
-    SOLUTION_FILE["path"] = str(pathlib.Path(path).resolve())
-    report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": []}
-    try:
-        module = load(path)
-    except Exception as error:  # noqa: BLE001  (the file may raise anything on import)
-        checks = [Check("the file imports", False, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                        if str(error) else type(error).__name__,
-                        "run it with python FILE to see the error: a syntax error, or code outside the functions")]
-    else:
-        number = getattr(module, "EXERCISE", None)
-        if number not in CHECKS:
-            checks = [Check("the file says which exercise it is", False, f"EXERCISE = {number!r}",
-                            "keep the skeleton's line EXERCISE = N (python -m tracks exercises lists them)")]
-        else:
-            report["exercise"], report["title"] = number, BY_NUMBER[number].title
-            import keras
-
-            keras.utils.set_random_seed(0)
-            checks = CHECKS[number](module)
-    report["checks"] = [{"name": c.name, "passed": c.passed, "detail": c.detail, "hint": c.hint} for c in checks]
-    report["passed"] = all(c.passed for c in checks)
-    report["seconds"] = round(time.perf_counter() - start_time, 1)
-    return report
 
 
 def print_report(report):
@@ -101,31 +63,87 @@ def print_report(report):
         if not check["passed"] and check["hint"]:
             print(f"        hint: {check['hint']}")
     passed = sum(check["passed"] for check in report["checks"])
-    print(f"  {passed} of {len(report['checks'])} checks passed ({report['seconds']} s)\n")
+    stopped = report["reason"] and not report["reason"].startswith(f"{len(report['checks']) - passed} of")
+    print(f"  {passed} of {len(report['checks'])} checks passed ({report['seconds']} s)"
+          + (f"; {report['reason']}" if stopped else ""))
+    if report.get("stdout"):  # what the file printed (its stderr, with TensorFlow's lines, is in --json)
+        print("  your file printed:\n" + "\n".join("    | " + line for line in report["stdout"].splitlines()[-20:]))
+    print()
 
 
-def check(files, as_json=False):
+def _read_tail(path, limit=4000):
+    try:
+        text = pathlib.Path(path).read_bytes()[-limit:].decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text
+
+
+def check(files, as_json=False, seed=None, limits=Limits()):
+    from tracks.exercises.grading import grade_files
+
     paths = [pathlib.Path(name) for name in files]
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
         return _fail(f"no such file: {', '.join(missing)}")
-    reports = []
-    for path in paths:
-        report = grade(path)
-        reports.append(report)
-        if not as_json:
-            print_report(report)
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    with tempfile.TemporaryDirectory(prefix="check-") as out:
+        reports = grade_files(paths, seed=seed, limits=limits, out=out, progress=False)
+        for report in reports:  # the file's own output, kept apart from the report
+            report["stdout"], report["stderr"] = (_read_tail(pathlib.Path(out) / report[name])
+                                                  for name in ("stdout", "stderr"))
+            report["seed"] = seed
     if as_json:
         print(json.dumps(reports, indent=1))
+    else:
+        print(f"seed {seed} (the same inputs again: --seed {seed})\n")
+        for report in reports:
+            print_report(report)
     return 0 if all(report["passed"] for report in reports) else 1
 
 
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+class _Refused(Exception):
+    """Bad input on the command line: main() says it in one line and returns 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _Refused(message)
+
+
+def _limit_options(parser):
+    parser.add_argument("--seed", type=int, help="the seed the random inputs are drawn from (default: a new one)")
+    parser.add_argument("--timeout", type=_positive(float), default=120.0,
+                        help="seconds a file may run (default 120)")
+    parser.add_argument("--memory-gb", type=_positive(float), default=4.0,
+                        help="memory a file may allocate, GiB (default 4)")
+
+
 def main(argv):
-    """`exercises [start N DIR]` or `check FILE... [--json]` (argv without the command's name)."""
-    command, rest = argv[0], argv[1:]
+    """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
+    try:
+        return _main(argv[0], argv[1:])
+    except _Refused as refusal:
+        return _fail(str(refusal))
+
+
+def _main(command, rest):
     if command == "exercises":
-        parser = argparse.ArgumentParser(prog="python -m tracks exercises",
-                                         description="List the exercises, or copy one's file to start it.")
+        parser = _Parser(prog="python -m tracks exercises",
+                         description="List the exercises, or write one's file to start it.")
         parser.add_argument("action", nargs="?", choices=["start"])
         parser.add_argument("number", nargs="?", type=int)
         parser.add_argument("folder", nargs="?")
@@ -135,12 +153,25 @@ def main(argv):
         if args.number is None or args.folder is None:
             return _fail("start needs the exercise's number and a folder: python -m tracks exercises start 1 mywork")
         return start(args.number, args.folder)
-    parser = argparse.ArgumentParser(prog="python -m tracks check",
-                                     description="Grade exercise solutions with the package's instruments.")
+    if command == "grade":
+        from tracks.exercises.gradebook import grade_class
+
+        parser = _Parser(prog="python -m tracks grade", description="Grade every *.py under DIR into a gradebook.")
+        parser.add_argument("folder", help="the class: DIR/<student>/*.py, or DIR/*.py (one file per student)")
+        parser.add_argument("--out", required=True, help="the gradebook's folder (new, or empty)")
+        parser.add_argument("--jobs", type=_positive(int), default=1, help="files graded at once")
+        _limit_options(parser)
+        args = parser.parse_args(rest)
+        return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs,
+                           limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb))
+    parser = _Parser(prog="python -m tracks check",
+                     description="Grade exercise solutions, each in its own process, as `grade` does.")
     parser.add_argument("files", nargs="+", help="solution files (EXERCISE = N inside)")
     parser.add_argument("--json", action="store_true", help="one JSON report for every file, on stdout")
+    _limit_options(parser)
     args = parser.parse_args(rest)
-    return check(args.files, as_json=args.json)
+    return check(args.files, as_json=args.json, seed=args.seed,
+                 limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb))
 
 
-__all__ = ["check", "grade", "list_exercises", "main", "start"]
+__all__ = ["check", "list_exercises", "main", "start"]

@@ -1,0 +1,27 @@
+"""A wrong answer to exercise 5: the bounds of eps = 0.2, L = 50, hard-coded."""
+# expect: bounds: do not change with eps and L
+
+import numpy as np
+
+EXERCISE = 5
+
+
+def residual_bounds(eps, L):
+    return 0.8**50, 1.2**50  # the numbers of the question
+
+
+def plain_bound(eps, L):
+    return 0.2**50
+
+
+def random_residual_product(eps, L, n, seed=0):
+    rng = np.random.default_rng(seed)
+    product = np.eye(n)
+    for _ in range(L):
+        J = rng.standard_normal((n, n))
+        J *= eps / np.linalg.norm(J, 2)  # spectral norm exactly eps
+        product = (np.eye(n) + J) @ product
+    return product
+
+
+ANSWERS = {"residual_lower": 0.8**50, "residual_upper": 1.2**50, "plain_upper": 0.2**50}

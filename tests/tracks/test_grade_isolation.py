@@ -1,0 +1,160 @@
+"""`python -m tracks grade` and `check`: each file in its own process, a row for every file, verdicts it cannot touch.
+
+The fast test grades a small class whose children need no TensorFlow
+(exercise 5, numpy only; seconds): hostile files that exit at import,
+allocate 6 GiB under --memory-gb 2, patch numpy and the checks, print
+fake reports and import solutions/, beside the solution, which passes.
+The slow test grades tests/exercise_fixtures/ (right, wrong and hostile
+files) with the six solutions, under --memory-gb 2, as the docs' example.
+"""
+
+import csv
+import json
+import pathlib
+import re
+import shutil
+
+import pytest
+
+from track_helpers import run_cli
+from tracks.__main__ import main as tracks_main
+from tracks.exercises.catalogue import BY_NUMBER
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "exercise_fixtures"
+HOSTILE = FIXTURES / "hostile"
+
+# What each hostile file's row must say (grades.csv's reason column).
+REASONS = {"exit_at_import": "exit at import: the file called sys.exit(0)",
+           "os_exit": "ended early: the process exited with code 3",
+           "endless_loop": "timeout: still running after",
+           "memory_6gb": "memory: over the 2 GiB limit",
+           "memory_6gb_tensorflow": "memory: over the 2 GiB limit",
+           "patches_numpy_and_checks": "4 of 4 checks failed",
+           "prints": "4 of 4 checks failed",
+           "imports_solutions": "import error: ModuleNotFoundError: No module named 'solutions'",
+           "segfault": "crashed: killed by SIGSEGV"}
+
+
+def read_gradebook(out):
+    with open(out / "grades.csv", newline="") as handle:
+        rows = {row["file"]: row for row in csv.DictReader(handle)}
+    return rows, json.loads((out / "grades.json").read_text())
+
+
+def test_a_class_of_hostile_files_gets_one_failed_row_each_and_the_solution_passes(tmp_path, capsys):
+    folder = tmp_path / "class"
+    (folder / "hostile").mkdir(parents=True)
+    for name in ("exit_at_import", "memory_6gb", "patches_numpy_and_checks", "prints", "imports_solutions"):
+        shutil.copy(HOSTILE / f"{name}.py", folder / "hostile" / f"{name}.py")
+    (folder / "ana").mkdir()
+    shutil.copy(ROOT / "solutions" / "ex5_bounds.py", folder / "ana" / "ex5_bounds.py")
+    (folder / "broken.py").write_text("def f(:\n")  # a file of its own: the student is its stem
+    out = tmp_path / "gradebook"
+    code, out_text, err = run_cli(tracks_main, ["grade", folder, "--out", out, "--memory-gb", "2", "--jobs", "2",
+                                                "--seed", "38", "--timeout", "60"], capsys)
+    assert code == 0 and out_text == ""  # nothing a file printed reaches the grader's stdout
+    assert "graded 7 of 7" in err and "s elapsed" in err
+    rows, book = read_gradebook(out)
+    assert len(rows) == 7 and book["seed"] == 38 and len(book["files"]) == 7
+    assert rows["ana/ex5_bounds.py"]["total"] == "4/4" and rows["ana/ex5_bounds.py"]["reason"] == ""
+    assert rows["ana/ex5_bounds.py"]["student"] == "ana" and rows["broken.py"]["student"] == "broken"
+    assert [rows["ana/ex5_bounds.py"][f"ex5 {spec.key}"] for spec in BY_NUMBER[5].checks] == ["pass"] * 4
+    assert rows["broken.py"]["reason"].startswith("not graded: SyntaxError")
+    for name in ("exit_at_import", "memory_6gb", "patches_numpy_and_checks", "prints", "imports_solutions"):
+        row = rows[f"hostile/{name}.py"]
+        assert REASONS[name] in row["reason"] and row["total"].startswith("0/"), (name, row)
+    # The patches ran in their own process (they said so there) and changed no verdict.
+    assert "patched numpy and the checks" in (out / "logs/hostile/patches_numpy_and_checks/stdout.txt").read_text()
+    printed = (out / "logs/hostile/prints/stdout.txt").read_text()
+    assert '{"passed": true' in printed and "residual_bounds called" in printed
+    assert "} not JSON {" in (out / "logs/hostile/prints/stderr.txt").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "6 passed" not in summary and "1 passed every check" in summary and "Most common failure" in summary
+    assert (out / "checks.png").stat().st_size > 10_000
+
+
+def test_a_timeout_kills_the_whole_process_group_and_a_lingering_thread_does_not_keep_a_file(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "sleeper.py").write_text(
+        "import subprocess, sys, time\nEXERCISE = 5\n"
+        "helper = subprocess.Popen(['sleep', '300'])\nprint(helper.pid, flush=True)\n"
+        "while True:\n    time.sleep(0.1)\n")
+    # A right answer that leaves a thread running ends with its last record, not in a timeout.
+    solution = (ROOT / "solutions" / "ex5_bounds.py").read_text()
+    (folder / "lingering.py").write_text(solution + "\nimport threading, time\n"
+                                         "threading.Thread(target=time.sleep, args=(300,)).start()\n")
+    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", tmp_path / "book", "--timeout", "3",
+                                       "--jobs", "2"], capsys)
+    rows, _ = read_gradebook(tmp_path / "book")
+    assert code == 0 and rows["sleeper.py"]["reason"].startswith("timeout: still running after 3 s")
+    assert rows["lingering.py"]["total"] == "4/4" and rows["lingering.py"]["reason"] == ""
+    helper = int((tmp_path / "book" / "logs" / "sleeper" / "stdout.txt").read_text())
+    status = pathlib.Path(f"/proc/{helper}/status")
+    assert not status.exists() or "zombie" in status.read_text()  # the file's own child was killed with it
+
+
+def test_shared_memory_that_rlimit_data_does_not_count_is_stopped_by_the_watchdog(tmp_path, capsys):
+    path = tmp_path / "shared.py"
+    path.write_text("import mmap, time\nEXERCISE = 5\nMEMORY = mmap.mmap(-1, 2**30)  # shared: not in RLIMIT_DATA\n"
+                    "for start in range(0, 2**30, 4096):\n    MEMORY[start] = 1\ntime.sleep(30)\n")
+    code, out, _ = run_cli(tracks_main, ["check", path, "--memory-gb", "0.5", "--json"], capsys)
+    assert code == 1 and json.loads(out)[0]["reason"] == "memory: over the 0.5 GiB limit"
+
+
+def test_check_isolates_a_file_and_its_json_stays_valid_whatever_it_prints(capsys):
+    files = [HOSTILE / "prints.py", ROOT / "solutions" / "ex5_bounds.py"]
+    code, out, _ = run_cli(tracks_main, ["check", *files, "--json", "--seed", "5"], capsys)
+    reports = json.loads(out)  # valid, though prints.py wrote fake JSON to its stdout
+    assert code == 1 and [report["passed"] for report in reports] == [False, True]
+    assert all(report["seed"] == 5 for report in reports) and "residual_bounds called" in reports[0]["stdout"]
+    code, out, _ = run_cli(tracks_main, ["check", ROOT / "solutions" / "ex5_bounds.py", "--seed", "5"], capsys)
+    assert code == 0 and "seed 5" in out and "FAIL" not in out and out.count("PASS") == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["grade", "nowhere"], "no such folder: nowhere"),
+    (["grade", "{empty}"], "no *.py file under"),
+    (["grade", "{class}", "--jobs", "0"], "argument --jobs: must be above 0, got 0"),
+    (["grade", "{class}", "--memory-gb", "lots"], "argument --memory-gb: must be a number, got 'lots'"),
+    (["grade", "{class}", "--out", "{class}/book"], "is inside"),
+    (["grade", "{class}", "--out", "{full}"], "exists and is not an empty folder"),
+])
+def test_grade_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ana.py").write_text("EXERCISE = 5\n")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    argv = [str(a).format(empty=tmp_path / "empty", full=tmp_path / "full", **{"class": tmp_path / "class"})
+            for a in argv]
+    if "--out" not in argv:
+        argv += ["--out", str(tmp_path / "book")]
+    code, out, err = run_cli(tracks_main, argv, capsys)
+    assert code == 2 and message in err and err.count("\n") == 1 and out == ""
+    assert not (tmp_path / "book").exists() and (tmp_path / "full" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_the_fixtures_and_the_solutions_graded_as_a_class_under_2_gib(tmp_path, capsys):
+    folder = tmp_path / "class"
+    shutil.copytree(FIXTURES, folder)
+    shutil.copytree(ROOT / "solutions", folder / "instructor")
+    out = tmp_path / "gradebook"
+    code, _, err = run_cli(tracks_main, ["grade", folder, "--out", out, "--memory-gb", "2", "--jobs", "2",
+                                         "--seed", "38", "--timeout", "60"], capsys)
+    files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*.py"))
+    rows, book = read_gradebook(out)
+    assert code == 0 and sorted(rows) == files  # one row per file, none missing
+    for name, row in rows.items():
+        if name.startswith(("instructor/", "right/")):
+            assert row["reason"] == "" and row["total"].split("/")[0] == row["total"].split("/")[1], (name, row)
+        elif name.startswith("hostile/"):
+            assert REASONS[pathlib.Path(name).stem] in row["reason"], (name, row)
+        else:
+            key, hint = re.search(r"^# expect: (\w+): (.+)$", (folder / name).read_text(), re.MULTILINE).groups()
+            assert row[f"ex{row['exercise']} {key}"] == "fail", (name, row)
+            report = next(report for report in book["files"] if report["file"] == name)
+            spec = next(spec for spec in BY_NUMBER[int(row["exercise"])].checks if spec.key == key)
+            assert any(hint.strip() in c["hint"] for c in report["checks"] if c["name"] == spec.name), (name, report)

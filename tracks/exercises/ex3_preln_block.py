@@ -1,0 +1,344 @@
+"""Exercise 3: a Pre-LN Transformer block from keras.layers parts (self-test (c), (d)).
+
+The grader draws the width, heads, hidden size, sequence length and inputs
+from the run's seed. The submission's process sends back raw outputs: of
+the block on inputs that differ only after a drawn position (causality), of
+each residual step's branch as each weight is changed in turn (every weight
+must move one branch only: one LayerNorm per sublayer), of the branches on
+an input scaled and shifted per position (a normalised input does not move),
+of the block in training and inference mode and of its steps, before and
+after all its weights change. Every comparison is made here.
+"""
+
+import numpy as np
+
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference, plain
+
+SKELETON = '''"""Exercise 3: a Pre-LN Transformer block from keras.layers parts.
+
+Pre-LN (Xiong et al. 2020; GPT-2) wraps each of the two sublayers as
+
+    x = x + Attention(LN(x))
+    x = x + MLP(LN(x))
+
+so the stream itself is never normalised: x_L = x_0 + (the sum of every
+sublayer's output). Post-LN puts the norm after the addition,
+x = LN(x + F(x)), and has no clean identity path.
+
+Write `PreLNBlock(num_heads, hidden)`: causal self-attention
+(keras.layers.MultiHeadAttention with key_dim = width // num_heads and
+use_causal_mask=True), then an MLP Dense(hidden, gelu) -> Dense(width),
+each inside its own residual addition with its own LayerNormalization
+before it, as above. It must also implement `residual_steps()` (the
+residual protocol of residual_keras.residual), so that every instrument of
+the package measures it.
+
+Check your work:  python -m tracks check THIS_FILE
+
+Hints:
+- attention(query, value, use_causal_mask=True) with query = value = LN(x);
+- two LayerNormalization layers, one per sublayer, applied to the sublayer's
+  input, never to the stream after the addition;
+- residual_steps returns two residual_keras.ResidualStep("attention", ...)
+  and ("feedforward", ...), each with the branch only (shortcut: identity,
+  no post), computed from the block's own layers each time it is called;
+- the block behaves the same in training and in inference (it has no dropout).
+"""
+
+import keras
+
+import residual_keras as rk
+
+EXERCISE = 3
+
+
+@keras.saving.register_keras_serializable(package="exercises")
+class PreLNBlock(keras.layers.Layer):
+    def __init__(self, num_heads, hidden, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden = hidden
+
+    def build(self, input_shape):
+        raise NotImplementedError
+
+    def call(self, x):
+        raise NotImplementedError
+
+    def residual_steps(self, **call_kwargs):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads, "hidden": self.hidden}
+'''
+
+
+def draw(rng):
+    width = int(rng.choice([8, 12, 16]))
+    heads = int(rng.choice([h for h in (1, 2, 4) if width % h == 0]))
+    length = int(rng.integers(4, 9))
+    split = int(rng.integers(1, length - 1))
+    return {"width": width, "heads": heads, "hidden": int(rng.integers(8, 33)), "split": split,
+            "x": rng.standard_normal((2, length, width)).astype("float32").tolist(),
+            "later": rng.standard_normal((2, length - split - 1, width)).astype("float32").tolist(),
+            "scale": round(float(rng.uniform(2.0, 5.0)), 3), "shift": rng.standard_normal((2, length, 1)).tolist(),
+            "noise_seed": int(rng.integers(2**31))}
+
+
+def _x(inputs):
+    return np.asarray(inputs["x"], "float32")
+
+
+def _block(module, inputs):
+    cls = getattr(module, "PreLNBlock", None)
+    if cls is None:
+        raise AttributeError("no class PreLNBlock in the file")
+    block = cls(inputs["heads"], inputs["hidden"])
+    block(_x(inputs))
+    return block
+
+
+def _branches(block):
+    steps = list(block.residual_steps())
+    if len(steps) != 2:
+        raise ValueError(f"residual_steps() returned {len(steps)} steps, not 2 (attention, then feedforward)")
+    return steps[0].branch, steps[1].branch
+
+
+def _perturb(block, seed):
+    """Adds seeded noise to every weight of the block (the same for every submission of the run)."""
+    rng = np.random.default_rng(seed)
+    for weight in block.weights:
+        value = np.asarray(weight.numpy(), "float32")
+        weight.assign(value + rng.standard_normal(value.shape).astype("float32") * (0.2 + 0.5 * np.abs(value).mean()))
+
+
+def _scale(expected):
+    return max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+
+
+# shape and causality --------------------------------------------------------------------------------------
+
+
+def probe_shape(module, inputs):
+    return list(_block(module, inputs)(_x(inputs)).shape)
+
+
+def judge_shape(inputs, value):
+    expected = list(_x(inputs).shape)
+    return list(value) == expected, f"{tuple(value)} for {tuple(expected)}", \
+        ("both sublayers write vectors of the stream's width: the MLP ends with Dense(width), the attention's output "
+         "projection keeps the width")
+
+
+def probe_causal(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    changed = x.copy()
+    changed[:, inputs["split"] + 1:] = np.asarray(inputs["later"], "float32")
+    return [plain(block(x)), plain(block(changed))]
+
+
+def judge_causal(inputs, value):
+    x, split = _x(inputs), inputs["split"]
+    first, second = (array(out, x.shape, "the output") for out in value)
+    earlier = largest_difference(first[:, :split + 1], second[:, :split + 1])
+    ok = earlier <= 1e-5 * _scale(first)
+    return ok, f"positions after {split} changed: positions 0..{split} moved by {earlier:.2g}", \
+        "call the attention with use_causal_mask=True: position t may read positions <= t only"
+
+
+# parameters ---------------------------------------------------------------------------------------------------
+
+
+def probe_parameters(module, inputs):
+    return [list(weight.shape) for weight in _block(module, inputs).trainable_weights]
+
+
+def expected_parameters(width, heads, hidden):
+    key = width // heads
+    attention = 4 * width * heads * key + 3 * heads * key + width
+    return attention + 2 * 2 * width + width * hidden + hidden + hidden * width + width
+
+
+def judge_parameters(inputs, value):
+    width, heads, hidden = inputs["width"], inputs["heads"], inputs["hidden"]
+    expected, got = expected_parameters(width, heads, hidden), int(sum(np.prod(shape) for shape in value))
+    detail = f"{got:,} trainable parameters (width {width}, {heads} heads, hidden {hidden}: expected {expected:,})"
+    if got == expected - 2 * width:
+        return False, detail, ("2 x width too few: one LayerNormalization shared by both sublayers? Each sublayer has "
+                               "its own (its own gamma and beta), created in build()")
+    return got == expected, detail, ("MultiHeadAttention(num_heads, key_dim=width // num_heads), two "
+                                     "LayerNormalization, Dense(hidden, gelu) and Dense(width), all with biases")
+
+
+# each sublayer has its own LayerNorm, and reads a normalised input -------------------------------------------------
+
+
+def probe_sublayers(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    attention, feedforward = _branches(block)
+    moved = x * np.float32(inputs["scale"]) + np.asarray(inputs["shift"], "float32")
+    found = {"base": [plain(attention(x)), plain(feedforward(x))],
+             "moved": [plain(attention(moved)), plain(feedforward(moved))], "changed": [], "names": []}
+    rng = np.random.default_rng(inputs["noise_seed"])
+    for weight in block.weights:
+        value = weight.numpy()
+        weight.assign(value + rng.standard_normal(value.shape).astype(value.dtype))
+        found["changed"].append([plain(attention(x)), plain(feedforward(x))])
+        found["names"].append(str(weight.path))
+        weight.assign(value)
+    return found
+
+
+def judge_own_norms(inputs, value):
+    base = [array(out, what="a branch's output") for out in value["base"]]
+    both, used = [], 0
+    for name, outputs in zip(value["names"], value["changed"]):
+        moved = [largest_difference(array(out), ref) > 1e-6 * _scale(ref) for out, ref in zip(outputs, base)]
+        used += any(moved)
+        if all(moved):
+            both.append(str(name))
+    if not value["names"] or not used:
+        raise WrongForm("no weight of the block changes its branches")
+    if both:
+        return False, f"these weights change both sublayers' branches: {', '.join(both[:4])}", \
+            ("one LayerNormalization shared by both sublayers: give each sublayer its own (attention_norm, mlp_norm), "
+             "so that each branch has its own gamma and beta")
+    return True, f"each of the block's {len(value['names'])} weights changes one branch at most", ""
+
+
+def judge_normalised(inputs, value):
+    worst = []
+    for base, moved in zip(value["base"], value["moved"]):
+        base, moved = array(base, what="a branch's output"), array(moved, what="a branch's output")
+        worst.append(largest_difference(base, moved) / _scale(base))
+    ok = max(worst) < 5e-2
+    return ok, (f"scaling each position by {inputs['scale']} and shifting it moves the attention branch by "
+                f"{worst[0]:.2g}, the feed-forward branch by {worst[1]:.2g} (relative)"), \
+        ("each branch must start with its LayerNorm, F(LN(x)): a normalised input does not change when a position "
+         "is scaled or shifted. The norm goes inside the residual, on the sublayer's input.")
+
+
+# the identity path --------------------------------------------------------------------------------------------
+
+
+def probe_identity(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    for weight in block.weights:  # every kernel and bias at 0 (the LayerNorms' gamma, beta kept): F = 0
+        if weight.name not in ("gamma", "beta"):
+            weight.assign(np.zeros(weight.shape, "float32"))
+    return plain(block(x))
+
+
+def judge_identity(inputs, value):
+    x = _x(inputs).astype("float64")
+    out = array(value, x.shape, "the output")
+    detail = f"the output differs from the input by up to {largest_difference(out, x):.3g}"
+    if close(out, x, atol=1e-5):
+        return True, "x_L = x_0", ""
+    if np.allclose(out, 0.0, atol=1e-5):
+        return False, detail, "the block outputs 0 when F = 0: the residual addition is missing (x = x + F(LN(x)))"
+    if np.allclose(np.sqrt(np.mean(out**2, axis=-1)), 1.0, atol=0.05) or np.allclose(out.mean(axis=-1), 0, atol=1e-4):
+        return False, detail, ("the output is normalised: a LayerNorm sits on the stream after the addition (Post-LN, "
+                               "LN(x + F(x)), or one norm around the whole block). In Pre-LN the norm is inside the "
+                               "residual, on the sublayer's input only: x + F(LN(x)).")
+    return False, detail, "with F = 0 each sublayer must add nothing: x = x + F(LN(x)), twice"
+
+
+# training and inference, and the steps after the weights change ----------------------------------------------------
+
+
+def probe_modes(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    found = []
+    for _ in range(2):  # before and after every weight changes
+        attention, feedforward = _branches(block)
+        update = attention(x)
+        found.append({"training": plain(block(x, training=True)), "inference": plain(block(x, training=False)),
+                      "attention": plain(update), "feedforward": plain(feedforward(x + update))})
+        _perturb(block, inputs["noise_seed"])
+    return found
+
+
+def _modes(inputs, value):
+    x = _x(inputs)
+    return [{key: array(entry[key], x.shape, key) for key in ("training", "inference", "attention", "feedforward")}
+            for entry in value]
+
+
+def judge_training(inputs, value):
+    entries = _modes(inputs, value)
+    gaps = [largest_difference(entry["training"], entry["inference"]) for entry in entries]
+    ok = all(gap <= 1e-5 * _scale(entry["inference"]) for gap, entry in zip(gaps, entries))
+    return ok, f"training=True and training=False differ by {max(gaps):.2g}", \
+        ("the block has no dropout, so it computes the same in both modes: the residual additions (and everything "
+         "else) must not depend on `training`")
+
+
+def judge_steps(inputs, value):
+    x = _x(inputs).astype("float64")
+    entries = _modes(inputs, value)
+    gaps = [largest_difference(e["inference"], x + e["attention"] + e["feedforward"]) for e in entries]
+    moved = largest_difference(entries[0]["inference"], entries[1]["inference"])
+    if moved <= 1e-6:
+        raise WrongForm("the block computes the same after all its weights changed")
+    ok = all(gap <= 1e-4 * _scale(e["inference"]) for gap, e in zip(gaps, entries))
+    return ok, f"call() minus x + the steps' branches: {gaps[0]:.2g} before, {gaps[1]:.2g} after the weights change", \
+        ("residual_steps() must compute with the block's own layers, each time: [ResidualStep('attention', branch), "
+         "ResidualStep('feedforward', branch)] where each branch computes exactly what call() adds to the stream, with "
+         "its LayerNorm inside (no copies of the weights)")
+
+
+# saving -----------------------------------------------------------------------------------------------------
+
+
+def probe_saving(module, inputs):
+    import keras
+
+    block, x = _block(module, inputs), _x(inputs)
+    config = block.get_config()
+    clone = type(block).from_config(config)
+    clone(x)
+    clone.set_weights(block.get_weights())
+    model_input = keras.Input(x.shape[1:])
+    model = keras.Model(model_input, block(model_input))
+    model.save("model.keras")  # in the submission's own empty working folder
+    loaded = keras.saving.load_model("model.keras")
+    return {"config": {key: plain(config.get(key)) for key in ("num_heads", "hidden")}, "output": plain(block(x)),
+            "clone": plain(clone(x)), "loaded": plain(loaded(x))}
+
+
+def judge_saving(inputs, value):
+    x = _x(inputs)
+    output = array(value["output"], x.shape)
+    if value["config"] != {"num_heads": inputs["heads"], "hidden": inputs["hidden"]}:
+        return False, f"get_config gives {value['config']}", "keep the skeleton's get_config (num_heads, hidden)"
+    for key, what in (("clone", "from_config(get_config())"), ("loaded", "the saved and reloaded model")):
+        if not close(array(value[key], x.shape), output, atol=1e-5):
+            return False, f"{what} computes something else", "keep the skeleton's decorator and get_config"
+    return True, "get_config, from_config and a .keras file give the same block back", ""
+
+
+EXERCISE = Exercise(
+    number=3, title="a Pre-LN Transformer block from keras.layers parts", self_test="(c), (d)",
+    filename="ex3_preln_block.py", skeleton=SKELETON, draw=draw, checks=(
+        CheckSpec("shape", "the output has the input's shape", probe_shape, judge_shape,
+                  "build() makes the parts, call() uses them"),
+        CheckSpec("causal", "causal: a later position does not change an earlier one", probe_causal, judge_causal,
+                  "self-attention with use_causal_mask=True: position t reads positions <= t only"),
+        CheckSpec("parameters", "the parameter count", probe_parameters, judge_parameters,
+                  "build every part in build()"),
+        CheckSpec("own_norms", "each sublayer has its own LayerNorm (a weight changes one branch only)",
+                  probe_sublayers, judge_own_norms, "implement residual_steps(): the checks read the branches"),
+        CheckSpec("normalised", "each branch reads a normalised input, F(LN(x))", probe_sublayers, judge_normalised,
+                  "implement residual_steps(): the checks read the branches"),
+        CheckSpec("identity", "with both sublayers writing 0 the block is the identity", probe_identity,
+                  judge_identity, "build every part in build(), so that the block has its weights after one call"),
+        CheckSpec("training", "the same in training and in inference mode", probe_modes, judge_training,
+                  "call(x, training=...) must work: keras passes training to call() when it takes it"),
+        CheckSpec("steps", "residual_steps() describes call(), also after the weights change", probe_modes,
+                  judge_steps, "return [rk.ResidualStep('attention', branch), rk.ResidualStep('feedforward', "
+                               "branch)] where each branch computes exactly what call() adds to the stream"),
+        CheckSpec("saving", "saving: get_config, registration, a .keras file", probe_saving, judge_saving,
+                  "keep the skeleton's decorator and get_config; build every part in build()"),
+    ))

@@ -1,0 +1,196 @@
+"""Exercise 4: the Jacobian of two residual blocks and its four terms, with autodiff (self-test (a)).
+
+The grader draws the two branches, f_i(x) = s tanh(W_i x + b_i), their size
+n and the point x from the run's seed, sends their numbers to the
+submission's process (which builds f1 and f2 from them with keras.ops), and
+compares what comes back with the closed form computed here:
+J_i = s diag(1 - tanh^2(W_i x + b_i)) W_i.
+"""
+
+import numpy as np
+
+from tracks.exercises.exercise import CheckSpec, Exercise, array, close, largest_difference, number, plain
+
+SKELETON = '''"""Exercise 4: the Jacobian of two residual blocks, and its four terms.
+
+For y1 = x + f1(x) and y2 = y1 + f2(y1), the chain rule gives
+
+    d y2 / d x = (I + J2)(I + J1) = I + J1 + J2 + J2 J1,
+
+with J1 = d f1 / d x at x and J2 = d f2 / d y1 at y1. The identity term I
+survives whatever the J's are; J2 J1 is the only term a plain stack keeps.
+
+Write three functions, for a single input vector x of shape (n,) and
+branches f1, f2 that map (n,) to (n,) (Python functions of keras.ops, or
+Keras layers called on a batch of one: see the hint):
+
+- `jacobian(f, x)`: the (n, n) matrix J with J[i, j] = d f(x)[i] / d x[j],
+  computed with automatic differentiation (any backend), NOT by finite
+  differences;
+- `two_block_terms(f1, f2, x)`: a dict with "I", "J1", "J2", "J2J1" (each
+  (n, n)) and "total" (d y2 / d x, computed with `jacobian` on the whole
+  two-block map);
+- `identity_term_error(f1, f2, x)`: the spectral norm of total - (I + J1 + J2),
+  which the course says is at most ||J2|| ||J1||.
+
+Check your work:  python -m tracks check THIS_FILE
+
+Hints:
+- residual_keras.diagnostics has no "full Jacobian" function on purpose;
+  write one: row i is the gradient of f(x)[i] (TensorFlow: tf.GradientTape
+  with tape.jacobian; JAX: jax.jacobian; PyTorch: torch.autograd.functional.jacobian).
+  The checks use the TensorFlow backend.
+- the layout: row index = output, column index = input (J @ v is the change
+  of f for a change v of x).
+- J2 is evaluated at y1 = x + f1(x), not at x.
+"""
+
+import numpy as np
+
+EXERCISE = 4
+
+
+def jacobian(f, x):
+    raise NotImplementedError
+
+
+def two_block_terms(f1, f2, x):
+    raise NotImplementedError
+
+
+def identity_term_error(f1, f2, x):
+    raise NotImplementedError
+'''
+
+
+def draw(rng):
+    n = int(rng.integers(4, 9))
+    matrices = [(rng.standard_normal((n, n)) / np.sqrt(n)).astype("float32") for _ in range(2)]
+    biases = [(0.1 * rng.standard_normal(n)).astype("float32") for _ in range(2)]
+    return {"W1": matrices[0].tolist(), "W2": matrices[1].tolist(), "b1": biases[0].tolist(),
+            "b2": biases[1].tolist(), "scale": round(float(rng.uniform(0.2, 0.6)), 3),
+            "x": rng.standard_normal(n).astype("float32").tolist()}
+
+
+def branches(inputs):
+    """f1, f2 (keras.ops, float32) and x: what the submission's functions are called with (child side)."""
+    import keras
+
+    ops, scale = keras.ops, inputs["scale"]
+    W1, W2 = (ops.convert_to_tensor(np.asarray(inputs[k], "float32")) for k in ("W1", "W2"))
+    b1, b2 = (ops.convert_to_tensor(np.asarray(inputs[k], "float32")) for k in ("b1", "b2"))
+
+    def f1(x):
+        return scale * ops.tanh(ops.matmul(W1, x) + b1)
+
+    def f2(x):
+        return scale * ops.tanh(ops.matmul(W2, x) + b2)
+
+    return f1, f2, np.asarray(inputs["x"], "float32")
+
+
+def reference(inputs):
+    """The closed forms, in float64 (parent side): J1 at x, J2 at y1 = x + f1(x), and J2 at x (a mistake)."""
+    W1, W2, b1, b2, x = (np.asarray(inputs[k], "float64") for k in ("W1", "W2", "b1", "b2", "x"))
+    scale = inputs["scale"]
+
+    def jacobian(W, b, at):
+        return scale * (1 - np.tanh(W @ at + b) ** 2)[:, None] * W
+
+    y1 = x + scale * np.tanh(W1 @ x + b1)
+    return jacobian(W1, b1, x), jacobian(W2, b2, y1), jacobian(W2, b2, x)
+
+
+TOLERANCE = 2e-5  # float32 autodiff against the float64 closed form, entries of order 1
+
+
+# jacobian(f, x) -------------------------------------------------------------------------------------------
+
+
+def probe_layout(module, inputs):
+    f1, _, x = branches(inputs)
+    return plain(module.jacobian(f1, x))
+
+
+def judge_layout(inputs, value):
+    J1, _, _ = reference(inputs)
+    got = array(value, what="jacobian(f1, x)")
+    if close(got, J1, rtol=0, atol=TOLERANCE):
+        difference = largest_difference(got, J1)
+        return True, f"matches the closed form at n = {len(J1)} (largest difference {difference:.2g})", ""
+    if close(got, J1.T, rtol=0, atol=TOLERANCE):
+        return False, "you return the transpose", ("wrong layout: row i must be the gradient of output i, so that "
+                                                   "J @ v is f's change for a change v of x (your matrix is J^T, the "
+                                                   "vector-Jacobian layout)")
+    return False, (f"shape {got.shape}, largest difference from the closed form {largest_difference(got, J1):.3g}"), \
+        "compute row i as the gradient of f(x)[i] with respect to x (tape.jacobian(y, x)), at x itself"
+
+
+# two_block_terms(f1, f2, x) ----------------------------------------------------------------------------------
+
+
+def probe_terms(module, inputs):
+    f1, f2, x = branches(inputs)
+    found = module.two_block_terms(f1, f2, x)
+    return {key: plain(found[key]) for key in ("I", "J1", "J2", "J2J1", "total") if key in found}
+
+
+def judge_terms(inputs, value):
+    J1, J2, J2_at_x = reference(inputs)
+    n = len(J1)
+    missing = [key for key in ("I", "J1", "J2", "J2J1", "total") if key not in value]
+    if missing:
+        return False, f"missing {missing}", "return a dict with I, J1, J2, J2J1 and total"
+    found = {key: array(value[key], (n, n), key) for key in ("I", "J1", "J2", "J2J1", "total")}
+    expected = {"I": np.eye(n), "J1": J1, "J2": J2, "J2J1": J2 @ J1, "total": (np.eye(n) + J2) @ (np.eye(n) + J1)}
+    wrong = [key for key in expected if not close(found[key], expected[key], rtol=0, atol=TOLERANCE)]
+    if not wrong:
+        return True, "I, J1, J2, J2 J1 and the total match the closed forms", ""
+    detail = f"wrong: {', '.join(wrong)}"
+    if "J2" in wrong and close(found["J2"], J2_at_x, rtol=0, atol=TOLERANCE):
+        return False, detail + " (J2 is evaluated at x)", ("J2 = d f2 / d y1 is taken where the second block reads "
+                                                            "its input, at y1 = x + f1(x), not at x")
+    if "J2J1" in wrong and close(found["J2J1"], J1 @ J2, rtol=0, atol=TOLERANCE):
+        return False, detail + " (J1 J2: the order is swapped)", \
+            ("the chain rule applies the second block after the first: (I + J2)(I + J1), so the second-order term "
+             "is J2 @ J1 (the later block's Jacobian on the left)")
+    if "total" in wrong and close(found["total"], np.eye(n) + J1 + J2, rtol=0, atol=TOLERANCE):
+        return False, detail + " (the total lacks J2 J1)", ("the total is the Jacobian of the whole map x -> y2: "
+                                                             "(I + J2)(I + J1), which includes J2 J1")
+    return False, detail, ("J1 at x, J2 at y1 = x + f1(x), J2J1 = J2 @ J1, total = the Jacobian of x -> y2 = "
+                           "y1 + f2(y1)")
+
+
+# identity_term_error(f1, f2, x) ------------------------------------------------------------------------------
+
+
+def probe_identity_error(module, inputs):
+    f1, f2, x = branches(inputs)
+    return plain(module.identity_term_error(f1, f2, x))
+
+
+def judge_identity_error(inputs, value):
+    J1, J2, _ = reference(inputs)
+    error = number(value, "identity_term_error")
+    expected = float(np.linalg.norm(J2 @ J1, 2))
+    bound = float(np.linalg.norm(J2, 2) * np.linalg.norm(J1, 2))
+    detail = f"{error:.5g} (||J2 J1|| = {expected:.5g}, bound ||J2|| ||J1|| = {bound:.5g})"
+    if abs(error - expected) <= 1e-4 * max(1.0, expected):
+        return True, detail, ""
+    if abs(error - np.linalg.norm(J2 @ J1)) <= 1e-4 * max(1.0, expected):
+        return False, detail, "that is the Frobenius norm: the course's bound is about the spectral norm, " \
+                              "np.linalg.norm(M, 2)"
+    return False, detail, ("the spectral norm (np.linalg.norm(M, 2)) of total - (I + J1 + J2): what is left is "
+                           "exactly the second-order term J2 J1")
+
+
+EXERCISE = Exercise(
+    number=4, title="the two-block Jacobian and its four terms, with autodiff", self_test="(a)",
+    filename="ex4_two_block_jacobian.py", skeleton=SKELETON, draw=draw, checks=(
+        CheckSpec("layout", "jacobian(f, x) is d f_i / d x_j (rows: outputs)", probe_layout, judge_layout,
+                  "with TensorFlow: tape.watch(x); y = f(x); tape.jacobian(y, x)"),
+        CheckSpec("terms", "the four terms and their sum", probe_terms, judge_terms,
+                  "use jacobian() on each branch and on the two-block map x -> y2"),
+        CheckSpec("identity_error", "the identity-path term: ||total - (I + J1 + J2)|| = ||J2 J1||",
+                  probe_identity_error, judge_identity_error, "np.linalg.norm(total - (I + J1 + J2), 2)"),
+    ))

@@ -1,0 +1,192 @@
+"""Exercise 5: the bounds of L residual and plain blocks, against random matrices (self-test (b)).
+
+The checks draw eps, L and n from the run's seed, so bounds written for
+eps = 0.2, L = 50 only fail; the random products are checked for being in
+the bounds, for one new J per layer (a product of one J reused, (I + J)^L,
+fails), and for following their seed.
+"""
+
+import numpy as np
+
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, number, plain
+
+SKELETON = '''"""Exercise 5: bounds on the Jacobian of L blocks.
+
+If every branch has ||J_f|| <= eps < 1, each residual factor I + J stretches
+a vector by at least 1 - eps and at most 1 + eps, so
+
+    (1 - eps)^L <= ||(I + J_L) ... (I + J_1) v|| / ||v|| <= (1 + eps)^L,
+
+while a plain stack J_L ... J_1 has norm at most eps^L. For eps = 0.2 and
+L = 50 that is a factor 4^50 ~ 1.3e30 between them.
+
+Write:
+
+- `residual_bounds(eps, L)`: (lower, upper) for the residual stack's
+  stretch of any vector, as above;
+- `plain_bound(eps, L)`: the upper bound of the plain stack's norm;
+- `random_residual_product(eps, L, n, seed)`: the (n, n) product
+  (I + J_L) ... (I + J_1) of L random matrices J_l, a new one for each
+  layer, each scaled to spectral norm exactly eps (numpy;
+  np.linalg.norm(J, 2) is the spectral norm), drawn from
+  np.random.default_rng(seed): the same seed gives the same product;
+- `ANSWERS`: a dict with the numbers for eps = 0.2, L = 50 (the functions
+  are checked at other eps and L too):
+  "residual_lower", "residual_upper", "plain_upper".
+
+Check your work:  python -m tracks check THIS_FILE
+
+Hints:
+- the bounds hold for every vector, so the product's smallest and largest
+  singular values lie between them (np.linalg.svd(..., compute_uv=False));
+- a random matrix divided by its spectral norm has spectral norm 1.
+"""
+
+import numpy as np
+
+EXERCISE = 5
+
+
+def residual_bounds(eps, L):
+    raise NotImplementedError
+
+
+def plain_bound(eps, L):
+    raise NotImplementedError
+
+
+def random_residual_product(eps, L, n, seed=0):
+    raise NotImplementedError
+
+
+ANSWERS = {"residual_lower": None, "residual_upper": None, "plain_upper": None}
+'''
+
+
+def draw(rng):
+    pairs = set()
+    while len(pairs) < 4:
+        pairs.add((round(float(rng.uniform(0.05, 0.6)), 3), int(rng.integers(3, 90))))
+    first = int(rng.integers(2**30))
+    return {"pairs": sorted(pairs), "eps": round(float(rng.uniform(0.1, 0.4)), 3), "L": int(rng.integers(20, 61)),
+            "n": int(rng.integers(6, 17)), "seeds": [first, first + 1 + int(rng.integers(2**30))]}
+
+
+# residual_bounds and plain_bound ---------------------------------------------------------------------------
+
+
+def probe_bounds(module, inputs):
+    return [[plain(module.residual_bounds(eps, L)), plain(module.plain_bound(eps, L))] for eps, L in inputs["pairs"]]
+
+
+def judge_bounds(inputs, value):
+    pairs = inputs["pairs"]
+    try:
+        got = np.array([[number(low), number(high), number(top)] for (low, high), top in value])
+    except (TypeError, ValueError) as error:
+        raise WrongForm(f"residual_bounds must return (lower, upper) and plain_bound one number ({error})") from None
+    if got.shape != (len(pairs), 3):
+        raise WrongForm(f"{len(got)} answers for {len(pairs)} (eps, L) pairs")
+    eps, L = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs], dtype=float)
+    expected = np.stack([(1 - eps) ** L, (1 + eps) ** L, eps**L], axis=1)
+    detail = "; ".join(f"eps {e}, L {l}: [{g[0]:.4g}, {g[1]:.4g}], plain {g[2]:.4g}" for (e, l), g in zip(pairs, got))
+    if np.allclose(got, expected, rtol=1e-9, atol=0):
+        return True, detail, ""
+    residual = got[:, :2]
+    if np.allclose(got, [(0.8**50, 1.2**50, 0.2**50)] * len(pairs), rtol=1e-9) or np.ptp(got, axis=0).max() == 0:
+        hint = ("your bounds do not change with eps and L (the numbers of eps = 0.2, L = 50?): compute them from the "
+                "arguments, (1 - eps)^L and (1 + eps)^L")
+    elif np.allclose(residual, np.stack([1 - eps * L, 1 + eps * L], axis=1), rtol=1e-9):
+        hint = ("the bounds multiply, they do not add: each of the L factors stretches by at most 1 + eps, so the "
+                "product by at most (1 + eps)^L")
+    elif any(np.allclose(residual, np.stack([(1 - eps) ** (L + d), (1 + eps) ** (L + d)], axis=1), rtol=1e-9)
+             for d in (-1, 1)):
+        hint = "off by one: L blocks give L factors, (1 - eps)^L and (1 + eps)^L"
+    elif np.allclose(residual, expected[:, :2], rtol=1e-9) and (np.allclose(got[:, 2], expected[:, 0], rtol=1e-9)
+                                                              or np.allclose(got[:, 2], expected[:, 1], rtol=1e-9)):
+        hint = ("the plain stack has no identity term: its factors are the J's alone, each of norm at most eps, so "
+                "the product is at most eps^L")
+    else:
+        hint = ("each residual factor I + J stretches a vector by a factor in [1 - eps, 1 + eps]; a plain one by at "
+                "most eps")
+    return False, detail, hint
+
+
+# random_residual_product -----------------------------------------------------------------------------------
+
+
+def probe_products(module, inputs):
+    eps, L, n, (first, second) = inputs["eps"], inputs["L"], inputs["n"], inputs["seeds"]
+    product = module.random_residual_product
+    return {"one": plain(product(eps, 1, n, first)), "two": plain(product(eps, 2, n, first)),
+            "L": plain(product(eps, L, n, first)), "again": plain(product(eps, L, n, first)),
+            "other": plain(product(eps, L, n, second))}
+
+
+def _products(inputs, value):
+    n = inputs["n"]
+    return {key: array(value[key], (n, n), f"the product ({key})") for key in ("one", "two", "L", "again", "other")}
+
+
+def judge_in_bounds(inputs, value):
+    eps, L = inputs["eps"], inputs["L"]
+    products = _products(inputs, value)
+    factor = float(np.linalg.norm(products["one"] - np.eye(inputs["n"]), 2))
+    if not np.isclose(factor, eps, rtol=1e-6):
+        return False, f"one factor I + J has ||J|| = {factor:.4g}, not eps = {eps}", \
+            "scale each random matrix to spectral norm exactly eps: J * eps / np.linalg.norm(J, 2)"
+    singular = np.linalg.svd(products["L"], compute_uv=False)
+    low, high = (1 - eps) ** L, (1 + eps) ** L
+    ok = low * (1 - 1e-6) <= singular.min() and singular.max() <= high * (1 + 1e-6)
+    return ok, (f"eps {eps}, L {L}, n {inputs['n']}: singular values {singular.min():.3g} to {singular.max():.3g}, "
+                f"bounds {low:.3g} to {high:.3g}"), "multiply the factors (I + J_l) in order, each a new random J"
+
+
+def judge_independent(inputs, value):
+    L = inputs["L"]
+    products = _products(inputs, value)
+    one, two = products["one"], products["two"]
+    if np.allclose(two, one @ one, rtol=1e-9, atol=1e-12) or np.allclose(
+            products["L"], np.linalg.matrix_power(one, L), rtol=1e-6, atol=1e-9):
+        return False, "the product of 2 factors is (I + J)^2: one J reused", \
+            ("draw a new J for every layer inside the loop: one J reused gives (I + J)^L, a single direction "
+             "amplified L times, not the product of L independent factors the bound is about")
+    if not np.array_equal(products["L"], products["again"]):
+        return False, "the same seed gave two different products", \
+            "draw from rng = np.random.default_rng(seed), not from the global np.random, so a seed gives one product"
+    if np.allclose(products["L"], products["other"]):
+        return False, "two seeds gave the same product", "use the seed: rng = np.random.default_rng(seed)"
+    return True, "a new J for every layer; the same seed gives the same product, another seed another one", ""
+
+
+# ANSWERS --------------------------------------------------------------------------------------------------
+
+
+def probe_answers(module, inputs):
+    answers = getattr(module, "ANSWERS", None)
+    return plain(dict(answers)) if isinstance(answers, dict) else None
+
+
+def judge_answers(inputs, value):
+    expected = {"residual_lower": 0.8**50, "residual_upper": 1.2**50, "plain_upper": 0.2**50}
+    value = value if isinstance(value, dict) else {}
+    wrong = [key for key, right in expected.items()
+             if not isinstance(value.get(key), (int, float)) or not np.isclose(float(value[key]), right, rtol=1e-6)]
+    return not wrong, "all three right" if not wrong else f"wrong or missing: {wrong}", \
+        ("ANSWERS holds the bounds' values at eps = 0.2, L = 50: what residual_bounds(0.2, 50) and "
+         "plain_bound(0.2, 50) return when they are right")
+
+
+EXERCISE = Exercise(
+    number=5, title="the bounds of L residual and plain blocks, against random matrices", self_test="(b)",
+    filename="ex5_bounds.py", skeleton=SKELETON, draw=draw, checks=(
+        CheckSpec("bounds", "the bounds at four (eps, L) drawn for this run", probe_bounds, judge_bounds,
+                  "a factor I + J with ||J|| <= eps stretches a vector by at least 1 - eps and at most 1 + eps, "
+                  "and L factors in a row combine by multiplication; a plain factor J alone stretches by at most eps"),
+        CheckSpec("in_bounds", "random products: factors of norm eps, singular values within the bounds",
+                  probe_products, judge_in_bounds,
+                  "build the product with numpy: product = (I + J) @ product, L times"),
+        CheckSpec("independent", "random products: a new J for each layer, from the seed", probe_products,
+                  judge_independent, "draw each J from rng = np.random.default_rng(seed), inside the loop"),
+        CheckSpec("answers", "ANSWERS: the three numbers", probe_answers, judge_answers, "fill in ANSWERS"),
+    ))

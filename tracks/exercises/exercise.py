@@ -1,0 +1,215 @@
+"""What an exercise is: a question, the file a student starts from, and checks in two halves.
+
+Each check is split where the process boundary runs (tracks/exercises/sandbox.py):
+
+- `probe(module, inputs)` runs in the submission's own process, next to the
+  student's code. It calls the student's functions on the inputs the grader
+  drew and returns plain values (numbers, nested lists, strings): what the
+  student's code computed, never a verdict.
+- `judge(inputs, value)` runs in the grader's process, which never loads the
+  student's file. It computes the reference values itself and returns
+  `(passed, detail, hint)`.
+
+So a submission that patches numpy, Keras or this package in its own process
+changes only the values it sends back; whether they are right is decided
+where it cannot reach.
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One verdict: what was checked, whether it passed, what was measured, and what to try."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    hint: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """One check: `probe` in the submission's process, `judge` in the grader's.
+
+    Attributes:
+        key: a short stable name (a column of the gradebook).
+        name: the sentence a student reads.
+        probe: `(module, inputs) -> plain values` (child side).
+        judge: `(inputs, value) -> (passed, detail, hint)` (parent side).
+        hint: what to try when the probe raised (the student's code failed to run).
+    """
+
+    key: str
+    name: str
+    probe: Callable[[Any, dict], Any]
+    judge: Callable[[dict, Any], tuple]
+    hint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """An exercise: its question and skeleton (`skeleton` is the file's text), its inputs and checks."""
+
+    number: int
+    title: str
+    self_test: str  # which part of the course's self-test it makes runnable
+    filename: str  # the file a student starts from (and solutions/ holds)
+    skeleton: str
+    draw: Callable[[np.random.Generator], dict]  # the inputs of one grading run, from its seed
+    checks: tuple
+
+    def inputs(self, seed):
+        """The inputs every file of this exercise gets in a run with `seed` (plain values)."""
+        return self.draw(np.random.default_rng([int(seed), self.number]))
+
+
+# Child side: values sent back ---------------------------------------------------------------------
+
+
+def plain(value):
+    """`value` as JSON-ready data: arrays and tensors as nested lists, numpy scalars as Python ones.
+
+    Integers stay Python integers (exact however large), so an overflow in the
+    student's code shows as the wrong number it produced.
+    """
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return np.asarray(_to_numpy(value)).tolist()
+
+
+def _to_numpy(value):
+    if isinstance(value, np.ndarray):
+        return value
+    import keras
+
+    return keras.ops.convert_to_numpy(value)
+
+
+def numpy(value):
+    """A Keras tensor (or anything array-like) as a float64 numpy array."""
+    return np.asarray(_to_numpy(value), dtype="float64")
+
+
+def weights_of(layer):
+    """[{name, shape, value}] of a layer's trainable weights, read after it has been called (so built)."""
+    return [{"name": str(weight.path), "shape": list(weight.shape), "value": numpy(weight).tolist()}
+            for weight in layer.trainable_weights]
+
+
+def assign_by_shape(layer, arrays):
+    """Gives each weight of `layer` the first unused array of its shape among `arrays` (the grader's choice).
+
+    The grader picks shapes that tell the weights apart (a kernel (width,
+    hidden), a bias (hidden,), ...), so no name or order of the student's is
+    needed. Returns how many weights were assigned.
+    """
+    free = [np.asarray(item, "float32") for item in arrays]
+    assigned = 0
+    for weight in layer.trainable_weights:
+        match = next((i for i, item in enumerate(free) if item.shape == tuple(weight.shape)), None)
+        if match is not None:
+            weight.assign(free.pop(match))
+            assigned += 1
+    return assigned
+
+
+# Parent side: reading what came back -------------------------------------------------------------
+
+
+class WrongForm(ValueError):
+    """The value sent back is not of the form the check needs (a failed check, never a grader error)."""
+
+
+def array(value, shape=None, what="the value"):
+    """`value` as a finite-or-not float64 array, of `shape` when given; `WrongForm` otherwise."""
+    try:
+        result = np.asarray(value, dtype="float64")
+    except (TypeError, ValueError, OverflowError) as error:
+        raise WrongForm(f"{what} is not an array of numbers ({type(error).__name__})") from None
+    if shape is not None and result.shape != tuple(shape):
+        raise WrongForm(f"{what} has shape {result.shape}, expected {tuple(shape)}")
+    return result
+
+
+def number(value, what="the value"):
+    """A float from a number sent back; `WrongForm` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise WrongForm(f"{what} is {type(value).__name__}, not a number")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def close(got, expected, rtol=1e-5, atol=1e-5):
+    """Elementwise closeness of two float arrays of the same shape (NaN is never close)."""
+    return bool(got.shape == expected.shape and np.all(np.abs(got - expected) <= atol + rtol * np.abs(expected)))
+
+
+def largest_difference(got, expected):
+    return float(np.max(np.abs(got - expected))) if got.shape == expected.shape and got.size else math.nan
+
+
+def find(weights, shape, what):
+    """The value of the first weight of `shape` among the [{name, shape, value}] sent back, or `WrongForm`."""
+    for weight in weights:
+        if isinstance(weight, dict) and list(weight.get("shape", ())) == list(shape):
+            return array(weight.get("value"), shape, what)
+    raise WrongForm(f"no {what} of shape {tuple(shape)} among the weights")
+
+
+def mlp(x, kernel_in, bias_in, kernel_out, bias_out):
+    """Dense(hidden, relu) then Dense(width): f(x) = relu(x W1 + b1) W2 + b2, in float64."""
+    return np.maximum(x @ kernel_in + bias_in, 0.0) @ kernel_out + bias_out
+
+
+def judge_all(exercise, inputs, results, missing):
+    """[Check] for every check of `exercise`, in order, from the probe results sent back.
+
+    `results[key]` is {"value": ...} or {"error": {...}}; a check without a
+    result failed with `missing` (why the submission stopped early).
+    """
+    checks = []
+    for spec in exercise.checks:
+        result = results.get(spec.key)
+        if not isinstance(result, dict) or not ("value" in result or "error" in result):
+            checks.append(Check(spec.name, False, missing, spec.hint))
+        elif "error" in result:
+            checks.append(Check(spec.name, False, describe_error(result["error"]), spec.hint))
+        else:
+            try:
+                passed, detail, hint = spec.judge(inputs, result["value"])
+            except WrongForm as error:
+                passed, detail, hint = False, str(error), spec.hint
+            except Exception as error:  # noqa: BLE001  (the values came from the submission's process)
+                passed, detail, hint = False, f"the values sent back have the wrong form ({type(error).__name__})", \
+                    spec.hint
+            checks.append(Check(spec.name, bool(passed), str(detail), "" if passed else str(hint)))
+    return checks
+
+
+def describe_error(error):
+    """The detail of a check whose probe raised: what was raised and where in the student's file."""
+    if not isinstance(error, dict):
+        return "raised an error"
+    kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:200]
+    if kind == "NotImplementedError":
+        return "not written yet (NotImplementedError)"
+    line = error.get("line")
+    where = f" (line {int(line)} of your file)" if isinstance(line, int) else ""
+    return f"raised {kind}{': ' + message if message else ''}{where}"
+
+
+__all__ = ["Check", "CheckSpec", "Exercise", "WrongForm", "array", "assign_by_shape", "close", "describe_error",
+           "find", "judge_all", "largest_difference", "mlp", "number", "numpy", "plain", "weights_of"]

@@ -1,0 +1,164 @@
+"""`python -m tracks grade DIR --out OUT`: a class graded into a gradebook.
+
+OUT holds:
+- grades.csv: one row per file: student, file, exercise, one column per check
+  (pass, fail, or empty when the check is another exercise's), total, reason;
+- grades.json: the same reports in full (details, hints), the seed and the limits;
+- summary.md and checks.png: how many files passed each check, and for
+  each exercise the most common failure with its hint;
+- logs/<file>/stdout.txt and stderr.txt: what each file printed.
+"""
+
+import collections
+import csv
+import json
+import pathlib
+import secrets
+import sys
+import time
+
+from tracks.exercises.catalogue import BY_NUMBER
+
+
+def _fail(message):
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def class_files(folder):
+    """Every *.py under `folder`, recursively, in a stable order (caches and hidden folders left out)."""
+    return sorted(path for path in pathlib.Path(folder).rglob("*.py")
+                  if path.is_file() and not any(part.startswith((".", "__pycache__"))
+                                                for part in path.relative_to(folder).parts))
+
+
+def columns(reports):
+    """[(exercise number, check key, column name)] for the exercises present, in exercise order."""
+    present = sorted({report["exercise"] for report in reports if report["exercise"]})
+    return [(number, spec.key, f"ex{number} {spec.key}") for number in present for spec in BY_NUMBER[number].checks]
+
+
+def write_csv(path, rows, reports):
+    header = columns(reports)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", "file", "exercise", *(name for _, _, name in header), "total", "reason"])
+        for row, report in zip(rows, reports):
+            keys = ([spec.key for spec in BY_NUMBER[report["exercise"]].checks] if report["exercise"] else [])
+            results = dict(zip(keys, report["checks"]))
+            cells = [("pass" if results[key]["passed"] else "fail") if number == report["exercise"] else ""
+                     for number, key, _ in header]
+            passed = sum(check["passed"] for check in report["checks"])
+            writer.writerow([row["student"], row["file"], report["exercise"] or "", *cells,
+                             f"{passed}/{len(report['checks'])}", report["reason"]])
+
+
+def tally(reports):
+    """{exercise: {"files", "passed", "checks": [(name, passed, failed)], "common": (name, count, hint) or None}}."""
+    summary = {}
+    for number in sorted({report["exercise"] for report in reports if report["exercise"]}):
+        mine = [report for report in reports if report["exercise"] == number]
+        counts = [(spec.name, sum(r["checks"][i]["passed"] for r in mine),
+                   sum(not r["checks"][i]["passed"] for r in mine)) for i, spec in enumerate(BY_NUMBER[number].checks)]
+        worst, common = max(counts, key=lambda count: count[2]), None
+        if worst[2]:
+            hints = collections.Counter(c["hint"] for r in mine for c in r["checks"]
+                                        if not c["passed"] and c["name"] == worst[0])
+            common = (worst[0], worst[2], hints.most_common(1)[0][0])
+        summary[number] = {"files": len(mine), "passed": sum(r["passed"] for r in mine), "checks": counts,
+                           "common": common}
+    return summary
+
+
+def write_summary(path, figure, reports, seed, limits, seconds):
+    summary = tally(reports)
+    ungraded = [report for report in reports if not report["exercise"]]
+    stopped = collections.Counter(report["reason"].split(":")[0] for report in reports
+                                  if report["reason"] and not report["reason"][0].isdigit()
+                                  and report["exercise"])
+    lines = ["# Gradebook", "",
+             f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every check; seed {seed}; "
+             f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]
+    if stopped:
+        lines += ["Files that did not run to the end: " + ", ".join(f"{n} {why}" for why, n in stopped.most_common())
+                  + " (grades.csv's reason column says which).", ""]
+    if ungraded:
+        lines += [f"{len(ungraded)} files are no exercise (no EXERCISE = N line, or a syntax error).", ""]
+    lines += [f"![How many files passed each check]({figure.name})", ""]
+    for number, entry in summary.items():
+        lines += [f"## Exercise {number}: {BY_NUMBER[number].title}", "",
+                  f"{entry['passed']} of {entry['files']} files passed every check.", "",
+                  "| check | passed | failed |", "| --- | --- | --- |"]
+        for name, passed, failed in entry["checks"]:
+            escaped = name.replace("|", "\\|")  # a check's name may hold a norm, ||J||
+            lines.append(f"| {escaped} | {passed} | {failed} |")
+        if entry["common"]:
+            name, count, hint = entry["common"]
+            lines += ["", f"Most common failure: **{name}** ({count} of {entry['files']} files). Its hint: {hint}"]
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def plot(path, reports):
+    """A bar per check: how many files passed it (and failed it), grouped by exercise."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = tally(reports)
+    labels, passed, failed = [], [], []
+    for number, entry in summary.items():
+        for name, good, bad in entry["checks"]:
+            labels.append(f"ex{number}: {name if len(name) < 60 else name[:57] + '...'}")
+            passed.append(good)
+            failed.append(bad)
+    height = max(2.5, 0.32 * len(labels) + 1.2)
+    figure, axes = plt.subplots(figsize=(10, height), layout="constrained")
+    rows = list(range(len(labels)))[::-1]
+    axes.barh(rows, passed, color="#009E73", label="passed")
+    axes.barh(rows, failed, left=passed, color="#D55E00", label="failed")
+    axes.set_yticks(rows, labels, fontsize=8)
+    axes.set_xlabel("files")
+    axes.set_title("How many files passed each check", pad=28)
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False)
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def grade_class(folder, out, *, seed=None, jobs=1, limits):
+    """Grades every *.py under `folder` into the gradebook `out`; 0 when written, 2 for bad input."""
+    from tracks.exercises.grading import grade_files, student_of
+
+    folder, out = pathlib.Path(folder), pathlib.Path(out)
+    if not folder.is_dir():
+        return _fail(f"no such folder: {folder}")
+    files = class_files(folder)
+    if not files:
+        return _fail(f"no *.py file under {folder}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return _fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
+    if out.resolve().is_relative_to(folder.resolve()):
+        return _fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
+    out.mkdir(parents=True, exist_ok=True)
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    reports = grade_files(files, seed=seed, limits=limits, out=out, jobs=jobs, root=folder)
+    seconds = time.monotonic() - started
+    rows = [{"student": student_of(path, folder), "file": str(path.relative_to(folder))} for path in files]
+    for row, report in zip(rows, reports):
+        report.update(student=row["student"], file=row["file"])
+    write_csv(out / "grades.csv", rows, reports)
+    (out / "grades.json").write_text(json.dumps(
+        {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
+         "seconds": round(seconds, 1), "files": reports}, indent=1))
+    plot(out / "checks.png", reports)
+    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds)
+    print(f"wrote {out}/grades.csv, grades.json, summary.md and checks.png: {sum(r['passed'] for r in reports)} "
+          f"of {len(reports)} files passed every check ({seconds:.0f} s)", file=sys.stderr, flush=True)
+    return 0
+
+
+__all__ = ["class_files", "columns", "grade_class", "plot", "tally", "write_csv", "write_summary"]

@@ -1,0 +1,147 @@
+"""Grading files: which exercise a file is, its run in the sandbox, and the verdicts on what came back.
+
+`grade_file` never raises for anything a submission does: a syntax error, a
+missing `EXERCISE = N`, an import error, `sys.exit`, `os._exit`, a crash, a
+timeout or a memory kill each give a report whose checks failed and whose
+`reason` says why. The inputs of every check come from the run's seed
+(`Exercise.inputs(seed)`), so a grade can be reproduced with the same seed.
+"""
+
+import ast
+import concurrent.futures
+import dataclasses
+import pathlib
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from tracks.exercises.catalogue import BY_NUMBER
+from tracks.exercises.exercise import Check, judge_all
+from tracks.exercises.sandbox import Limits, child_site, run_submission
+
+
+def exercise_number(path):
+    """(number, None) for a file with `EXERCISE = N` at its top level, else (None, why not), without running it."""
+    try:
+        tree = ast.parse(pathlib.Path(path).read_bytes(), filename=str(path))
+    except SyntaxError as error:
+        return None, Check("the file imports", False, f"SyntaxError: line {error.lineno}: {error.msg}",
+                           "run it with python FILE to see the error")
+    except (OSError, ValueError) as error:
+        return None, Check("the file imports", False, f"{type(error).__name__}: {error}", "")
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXERCISE" for t in node.targets)
+                and isinstance(node.value, ast.Constant)):
+            if node.value.value in BY_NUMBER and not isinstance(node.value.value, bool):
+                return node.value.value, None
+            return None, Check("the file says which exercise it is", False, f"EXERCISE = {node.value.value!r}",
+                               f"there are exercises {', '.join(map(str, BY_NUMBER))}: keep the skeleton's line")
+    return None, Check("the file says which exercise it is", False, "no line EXERCISE = N",
+                       "keep the skeleton's line EXERCISE = N (python -m tracks exercises lists them)")
+
+
+def _signal_name(returncode):
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def reason_for(run, limits, total):
+    """Why the file did not finish normally, in words, or "" when it did (from how its process ended)."""
+    events = {event["event"]: event for event in run.events}
+    done = sum(1 for record in run.results.values() if "value" in record)
+    if run.ended == "timeout":
+        return f"timeout: still running after {limits.seconds:g} s (its process group was killed)"
+    if run.ended == "memory" or "memory" in events:
+        return f"memory: over the {limits.memory_gb:g} GiB limit"
+    if "import_error" in events:
+        error = events["import_error"].get("error") or {}
+        line = f" (line {error['line']})" if isinstance(error.get("line"), int) else ""
+        return f"import error: {str(error.get('type'))[:60]}: {str(error.get('message'))[:200]}{line}"
+    if "exit" in events:
+        message = str((events["exit"].get("error") or {}).get("message", "sys.exit"))[:80]
+        return f"exit at import: the file called {message}"
+    if run.ended == "exited":
+        if run.returncode < 0:
+            name = _signal_name(run.returncode)
+            why = "its output passed the size limit" if name == "SIGXFSZ" else "a crash or a kill"
+            return f"crashed: killed by {name} ({why}) after {done} of {total} checks"
+        return (f"ended early: the process exited with code {run.returncode} (os._exit, or a crash in native "
+                f"code) after {done} of {total} checks")
+    return ""
+
+
+def grade_file(path, *, seed, limits=Limits(), log_dir, site):
+    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr} for one file."""
+    path = pathlib.Path(path)
+    started = time.monotonic()
+    log_dir = pathlib.Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
+              "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt")}
+    number, problem = exercise_number(path)
+    if number is None:
+        for name in ("stdout", "stderr"):
+            pathlib.Path(report[name]).write_text("")
+        report["checks"] = [dataclasses.asdict(problem)]
+        report["reason"] = f"not graded: {problem.detail}"
+        return report
+    exercise = BY_NUMBER[number]
+    inputs = exercise.inputs(seed)
+    with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
+        run = run_submission(path, number, inputs, limits=limits, workdir=workdir, site=site,
+                             stdout=report["stdout"], stderr=report["stderr"])
+    reason = reason_for(run, limits, len(exercise.checks))
+    checks = judge_all(exercise, inputs, run.results, missing=f"no result: {reason or 'the process stopped'}")
+    failed = [check for check in checks if not check.passed]
+    if not reason and failed:
+        reason = f"{len(failed)} of {len(checks)} checks failed, first: {failed[0].name}"
+    report.update(exercise=number, title=exercise.title, passed=not failed and not reason, reason=reason,
+                  checks=[dataclasses.asdict(check) for check in checks],
+                  seconds=round(time.monotonic() - started, 1))
+    return report
+
+
+def student_of(path, folder):
+    """The first folder under `folder` when the file is in one (folder/<student>/...), else the file's stem."""
+    relative = pathlib.Path(path).relative_to(folder)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
+    """Reports for every file, in the order given, graded `jobs` at a time; progress lines on `progress`.
+
+    Each file's stdout and stderr are kept in out/logs/<file's path under root>/. `progress`: a
+    stream (default: sys.stderr), or False for none.
+    """
+    out = pathlib.Path(out)
+    started, lock, finished = time.monotonic(), threading.Lock(), [0]
+    with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
+        site = child_site(scratch)
+
+        def one(numbered):
+            index, path = numbered  # without a root, files of the same name get logs of their own
+            relative = (pathlib.Path(path).relative_to(root) if root
+                        else pathlib.Path(f"{index + 1:03d}-{pathlib.Path(path).name}"))
+            report = grade_file(path, seed=seed, limits=limits, log_dir=out / "logs" / relative.with_suffix(""),
+                                site=site)
+            report["stdout"] = str(pathlib.Path(report["stdout"]).relative_to(out))
+            report["stderr"] = str(pathlib.Path(report["stderr"]).relative_to(out))
+            with lock:
+                finished[0] += 1
+                if progress is False:
+                    return report
+                passed = sum(check["passed"] for check in report["checks"])
+                print(f"graded {finished[0]} of {len(paths)}: {relative} {passed}/{len(report['checks'])}"
+                      f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
+                      f"{time.monotonic() - started:.0f} s elapsed", file=progress or sys.stderr, flush=True)
+            return report
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, enumerate(paths)))
+
+
+__all__ = ["exercise_number", "grade_file", "grade_files", "reason_for", "student_of"]
