@@ -31,11 +31,12 @@ from residual_keras._types import (
     RegularizerLike,
 )
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
+from residual_keras._sublayers import SublayersShown
 
 NORMS = ("batchnorm", "none")
 
 
-class ConvBlockBase(layers.Layer):
+class ConvBlockBase(SublayersShown, layers.Layer):
     """The arguments, shortcut and config every CIFAR ResNet block shares.
 
     Subclasses build their branch in `build_branch(input_shape)` and write

@@ -14,6 +14,7 @@ from keras import layers, ops
 from residual_keras.checks import check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike
+from residual_keras._sublayers import SublayersShown
 
 
 def _alias(name, value, other_name, other_value):
@@ -28,7 +29,7 @@ def _alias(name, value, other_name, other_value):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class TokenAndPositionEmbedding(layers.Layer):
+class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
     """Learned token embedding plus learned position embedding.
 
     `x[b, t] = token_embedding[ids[b, t]] + position_embedding[t]` for integer

@@ -40,6 +40,7 @@ from residual_keras._conv_layers import conv2d
 from residual_keras.residual import ResidualStep
 from residual_keras._types import Activation, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
+from residual_keras._sublayers import SublayersShown
 
 
 class _Scalar(layers.Layer):
@@ -116,7 +117,7 @@ class ScalarScale(_Scalar):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class FixupBasicBlock(layers.Layer):
+class FixupBasicBlock(SublayersShown, layers.Layer):
     """A CIFAR basic block without normalisation, initialised by Fixup.
 
     `out = conv2(ReLU(conv1(x + b1) + b2) + b3) * s + b4` and

@@ -30,6 +30,7 @@ from residual_keras.checks import (
 from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike, IntOrPair, RegularizerLike
+from residual_keras._sublayers import SublayersShown
 
 SHORTCUTS = ("A", "B")
 
@@ -100,7 +101,7 @@ class PadShortcut(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class ProjectionShortcut(layers.Layer):
+class ProjectionShortcut(SublayersShown, layers.Layer):
     """Option B shortcut: `x -> BN(Conv1x1_stride(x))`, or `Conv1x1_stride(x)` with `norm="none"`.
 
     Args:

@@ -47,10 +47,11 @@ from residual_keras._transformer_args import refuse_positional, resolve_norm_pos
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
 from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
 from residual_keras.residual import ResidualStep, identity
+from residual_keras._sublayers import SublayersShown
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class TransformerBlock(layers.Layer):
+class TransformerBlock(SublayersShown, layers.Layer):
     """A Transformer block, Pre-LN, Post-LN or ReZero, or its plain twin.
 
     For each of its two sublayers F (causal self-attention, then the
