@@ -14,6 +14,7 @@ from keras import layers, ops
 from residual_keras.checks import check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike
+from residual_keras._spellings import EMBEDDING, refuse_other_spellings
 from residual_keras._sublayers import SublayersShown
 
 
@@ -88,6 +89,7 @@ class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
             )
         vocab_size = _alias("vocab_size", vocab_size, "vocabulary_size", vocabulary_size)
         embed_dim = _alias("embed_dim", embed_dim, "embedding_dim", embedding_dim)
+        refuse_other_spellings(self.__class__.__name__, kwargs, EMBEDDING)
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.sequence_length = check_positive_int("sequence_length", sequence_length)

@@ -40,6 +40,7 @@ from residual_keras._conv_layers import conv2d
 from residual_keras.residual import ResidualStep
 from residual_keras._types import Activation, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
+from residual_keras._spellings import FIXUP_BLOCK, refuse_other_spellings
 from residual_keras._sublayers import SublayersShown
 
 
@@ -168,6 +169,7 @@ class FixupBasicBlock(SublayersShown, layers.Layer):
         data_format: Optional[str] = None,
         **kwargs,
     ) -> None:
+        refuse_other_spellings(self.__class__.__name__, kwargs, FIXUP_BLOCK)
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)

@@ -23,6 +23,7 @@ from residual_keras.checks import channel_axis, check_choice, check_data_format,
 from residual_keras._transformer_args import NORM_POSITIONS, resolve_residual
 from residual_keras.attention import check_heads
 from residual_keras import batchnorm
+from residual_keras._spellings import CIFAR_RESNET, TRANSFORMER_LM, refuses
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.preact_blocks import PreActBasicBlock
@@ -50,6 +51,7 @@ def blocks_per_stage(depth: int) -> int:
     return (depth - 2) // 6
 
 
+@refuses(CIFAR_RESNET)
 def cifar_resnet(
     depth: int,
     *,
@@ -253,6 +255,7 @@ def cifar_resnet(
     return keras.Model(inputs, outputs, name=name)
 
 
+@refuses(TRANSFORMER_LM)
 def transformer_lm(
     vocab_size: int,
     sequence_length: int,

@@ -47,6 +47,7 @@ from residual_keras._transformer_args import refuse_positional, resolve_norm_pos
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
 from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
 from residual_keras.residual import ResidualStep, identity
+from residual_keras._spellings import TRANSFORMER_BLOCK, TRANSFORMER_BLOCK_CALL, refuse_other_spellings
 from residual_keras._sublayers import SublayersShown
 
 
@@ -170,6 +171,7 @@ class TransformerBlock(SublayersShown, layers.Layer):
         **kwargs,
     ) -> None:
         refuse_positional(args)
+        refuse_other_spellings(self.__class__.__name__, kwargs, TRANSFORMER_BLOCK)
         super().__init__(**kwargs)
         if num_heads is None:
             raise TypeError("TransformerBlock needs num_heads=<int>.")
@@ -345,7 +347,10 @@ class TransformerBlock(SublayersShown, layers.Layer):
         return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
 
     def call(self, inputs, training=None, padding_mask=None, attention_mask=None, mask=None,
-             return_attention_scores=False):
+             return_attention_scores=False, **other_names):
+        refuse_other_spellings(f"{self.__class__.__name__}.call", other_names, TRANSFORMER_BLOCK_CALL)
+        if other_names:
+            raise TypeError(f"{self.__class__.__name__}.call got unexpected arguments {sorted(other_names)}.")
         if padding_mask is None and mask is not None:
             padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         post_ln = self.norm_position == "post" and self.uses_layer_norm
