@@ -94,6 +94,14 @@ class ScalarBias(_Scalar):
             optimizer's learning rate (exact for SGD; see the module
             docstring). Default 1.0.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor of any shape.
+
+    Example:
+        >>> bias = ScalarBias()
+        >>> float(bias(keras.ops.ones((2, 3)))[0, 0])  # b starts at 0
+        1.0
     """
 
     initial_value = 0.0
@@ -109,6 +117,14 @@ class ScalarScale(_Scalar):
     Args:
         learning_rate_multiplier: float. As in `ScalarBias`. Default 1.0.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor of any shape.
+
+    Example:
+        >>> scale = ScalarScale()
+        >>> float(scale(keras.ops.ones((2, 3)))[0, 0])  # s starts at 1
+        1.0
     """
 
     initial_value = 1.0
@@ -148,6 +164,10 @@ class FixupBasicBlock(SublayersShown, layers.Layer):
         data_format: "channels_last" or "channels_first". Default None:
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))

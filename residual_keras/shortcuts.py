@@ -52,6 +52,10 @@ class PadShortcut(layers.Layer):
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
         >>> PadShortcut(32, strides=2)(x).shape
@@ -118,6 +122,12 @@ class ProjectionShortcut(SublayersShown, layers.Layer):
         data_format: "channels_last" or "channels_first". Default None:
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+        training: bool or None. The projection's BatchNorm uses the batch's
+            statistics when True. Default None: Keras' learning phase.
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))

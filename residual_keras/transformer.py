@@ -137,6 +137,25 @@ class TransformerBlock(SublayersShown, layers.Layer):
             keep the reference path there. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
+    Call arguments:
+        inputs: float tensor (batch, T, C), the residual stream.
+        training: bool or None. Dropout is applied when True. Default None:
+            Keras' learning phase.
+        padding_mask: bool or int tensor (batch, T), or None. False (0) marks
+            padding: no query attends to it. A Keras mask from
+            `TokenAndPositionEmbedding(mask_zero=True)` is used when this is
+            None. Default None.
+        attention_mask: bool or int tensor (batch, T, T), or None. Which key
+            each query may attend to, combined with the causal mask (when
+            `causal=True`).
+            Default None.
+        return_attention_scores: bool. Also return the attention
+            probabilities (batch, num_heads, T, T). Default False.
+
+    Returns:
+        float tensor (batch, T, C), and the attention probabilities when
+        `return_attention_scores=True`.
+
     Example:
         >>> x = keras.random.normal((2, 8, 16))
         >>> TransformerBlock(num_heads=4)(x).shape
