@@ -27,7 +27,7 @@ come from keras-hub (`pip install keras-hub`): pass one of
 gives the same ids as `temperature=0` (tested).
 """
 
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 import keras
 import numpy as np
@@ -36,6 +36,14 @@ from residual_keras.checks import check_positive_int
 from residual_keras.diagnostics._blocks import all_layers
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.embedding import TokenAndPositionEmbedding
+
+
+class TokenSampler(Protocol):
+    """What `generate(sampler=...)` asks of a sampler: keras-hub's `keras_hub.samplers.Sampler`."""
+
+    def compute_probabilities(self, logits): ...
+
+    def get_next_token(self, probabilities): ...
 
 
 def _window_and_vocabulary(model):
@@ -108,7 +116,7 @@ def generate(
     top_k: Optional[int] = None,
     seed: Optional[int] = None,
     output_index: Optional[int] = None,
-    sampler=None,
+    sampler: Optional[TokenSampler] = None,
 ) -> np.ndarray:
     """Continues `prompt_tokens` with `num_tokens` ids sampled from `model`.
 
