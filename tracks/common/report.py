@@ -4,7 +4,7 @@ The figures themselves are drawn by `residual_keras.plots` (one palette, one
 convention, no pyplot state), so reports render on machines without a display.
 """
 
-from tracks.common.training import tensorboard_available
+from tracks.common.tensorboard import tensorboard_available
 
 
 def format_value(value, kind="float"):
