@@ -31,11 +31,13 @@ from residual_keras._types import (
     RegularizerLike,
 )
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
+from residual_keras._spellings import CONV_BLOCK, refuse_other_spellings
+from residual_keras._sublayers import SublayersShown
 
 NORMS = ("batchnorm", "none")
 
 
-class ConvBlockBase(layers.Layer):
+class ConvBlockBase(SublayersShown, layers.Layer):
     """The arguments, shortcut and config every CIFAR ResNet block shares.
 
     Subclasses build their branch in `build_branch(input_shape)` and write
@@ -63,6 +65,7 @@ class ConvBlockBase(layers.Layer):
         data_format: Optional[str] = None,
         **kwargs,
     ) -> None:
+        refuse_other_spellings(self.__class__.__name__, kwargs, CONV_BLOCK)
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)

@@ -14,6 +14,8 @@ from keras import layers, ops
 from residual_keras.checks import check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike
+from residual_keras._spellings import EMBEDDING, refuse_other_spellings
+from residual_keras._sublayers import SublayersShown
 
 
 def _alias(name, value, other_name, other_value):
@@ -28,7 +30,7 @@ def _alias(name, value, other_name, other_value):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class TokenAndPositionEmbedding(layers.Layer):
+class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
     """Learned token embedding plus learned position embedding.
 
     `x[b, t] = token_embedding[ids[b, t]] + position_embedding[t]` for integer
@@ -37,6 +39,14 @@ class TokenAndPositionEmbedding(layers.Layer):
     raises `ValueError` when its length is known when the layer is called
     (always in eager calls and under XLA); an input of unknown static length
     that turns out longer fails inside the position lookup instead.
+
+    Token ids outside [0, vocab_size) raise `ValueError` in every eager call,
+    on every backend. Inside a traced function there are no values to check,
+    and the backend's lookup decides (measured with Keras 3.15 on a CPU):
+    TensorFlow raises `InvalidArgumentError` without XLA but, under XLA,
+    clamps the id and returns a finite, wrong row; JAX returns NaN; PyTorch
+    runs eagerly, so the check applies. Check ids in the data pipeline when
+    training under `jit_compile=True`.
 
     Arguments are keyword-only: keras-io's example class takes `(maxlen,
     vocab_size, embed_dim)` and keras-hub's `(vocabulary_size,
@@ -57,6 +67,14 @@ class TokenAndPositionEmbedding(layers.Layer):
             (False there) that `TransformerBlock` uses as its padding mask.
             Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: int tensor (batch, T) of token ids in [0, vocab_size), with
+            T <= sequence_length.
+
+    Returns:
+        float tensor (batch, T, embed_dim), and a Keras mask (batch, T)
+        where `mask_zero=True`.
 
     Example:
         >>> ids = keras.ops.convert_to_tensor([[3, 1, 4, 1]])
@@ -87,6 +105,7 @@ class TokenAndPositionEmbedding(layers.Layer):
             )
         vocab_size = _alias("vocab_size", vocab_size, "vocabulary_size", vocabulary_size)
         embed_dim = _alias("embed_dim", embed_dim, "embedding_dim", embedding_dim)
+        refuse_other_spellings(self.__class__.__name__, kwargs, EMBEDDING)
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.sequence_length = check_positive_int("sequence_length", sequence_length)
@@ -126,8 +145,27 @@ class TokenAndPositionEmbedding(layers.Layer):
         self.token_embedding = embedding("token_embedding", self.vocab_size)
         self.position_embedding = embedding("position_embedding", self.sequence_length)
 
+    def _check_ids(self, inputs):
+        """`ValueError` for an id outside [0, vocab_size), where the ids have values (eager calls).
+
+        Traced calls (a `tf.function`, `jax.jit`, XLA, a symbolic build)
+        have no values to read; there the backend's lookup decides (see the
+        class docstring).
+        """
+        try:
+            ids = ops.convert_to_numpy(inputs)
+        except Exception:  # noqa: BLE001  (each backend refuses a traced tensor with its own error)
+            return
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            bad = ids[(ids < 0) | (ids >= self.vocab_size)]
+            raise ValueError(
+                f"{self.name}: token id {int(bad.flat[0])} is outside [0, {self.vocab_size}) "
+                f"(vocab_size={self.vocab_size}); {bad.size} of {ids.size} ids are out of range."
+            )
+
     def call(self, inputs):
         self._check_length(tuple(inputs.shape))
+        self._check_ids(inputs)
         length = ops.shape(inputs)[1]
         tokens = self.token_embedding(inputs)  # (B, T, C)
         positions = self.position_embedding(ops.arange(length))  # (T, C)

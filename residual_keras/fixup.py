@@ -40,6 +40,8 @@ from residual_keras._conv_layers import conv2d
 from residual_keras.residual import ResidualStep
 from residual_keras._types import Activation, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
+from residual_keras._spellings import FIXUP_BLOCK, refuse_other_spellings
+from residual_keras._sublayers import SublayersShown
 
 
 class _Scalar(layers.Layer):
@@ -92,6 +94,14 @@ class ScalarBias(_Scalar):
             optimizer's learning rate (exact for SGD; see the module
             docstring). Default 1.0.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor of any shape.
+
+    Example:
+        >>> bias = ScalarBias()
+        >>> float(bias(keras.ops.ones((2, 3)))[0, 0])  # b starts at 0
+        1.0
     """
 
     initial_value = 0.0
@@ -107,6 +117,14 @@ class ScalarScale(_Scalar):
     Args:
         learning_rate_multiplier: float. As in `ScalarBias`. Default 1.0.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor of any shape.
+
+    Example:
+        >>> scale = ScalarScale()
+        >>> float(scale(keras.ops.ones((2, 3)))[0, 0])  # s starts at 1
+        1.0
     """
 
     initial_value = 1.0
@@ -116,7 +134,7 @@ class ScalarScale(_Scalar):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class FixupBasicBlock(layers.Layer):
+class FixupBasicBlock(SublayersShown, layers.Layer):
     """A CIFAR basic block without normalisation, initialised by Fixup.
 
     `out = conv2(ReLU(conv1(x + b1) + b2) + b3) * s + b4` and
@@ -147,6 +165,10 @@ class FixupBasicBlock(layers.Layer):
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
         >>> FixupBasicBlock(32, strides=2, num_blocks=9)(x).shape
@@ -167,6 +189,7 @@ class FixupBasicBlock(layers.Layer):
         data_format: Optional[str] = None,
         **kwargs,
     ) -> None:
+        refuse_other_spellings(self.__class__.__name__, kwargs, FIXUP_BLOCK)
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.strides = check_pair("strides", strides)

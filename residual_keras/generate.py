@@ -16,15 +16,18 @@ function is traced (and, if the model was compiled with `jit_compile=True`,
 XLA-compiled) once instead of once per length (on TensorFlow and JAX; PyTorch
 runs it eagerly).
 
-Written here rather than taken from keras-hub's samplers (`keras_hub.samplers`):
-keras-hub is not a dependency of this package, and its samplers drive a
-`CausalLM` through its key/value-cache interface, which a plain Keras model
-of `TransformerBlock`s does not have. Without a cache every step recomputes
-the whole window: fine for the few hundred characters the tracks sample, and
-the loop stays readable.
+The loop is written here, without a key/value cache: every step recomputes
+the whole window, fine for the few hundred characters the tracks sample, and
+the sliding window stays readable (keras-hub's sampler loop fills a prompt of
+fixed length and does not slide). How one token is chosen from the logits can
+come from keras-hub (`pip install keras-hub`): pass one of
+`keras_hub.samplers` (`GreedySampler`, `TopKSampler`, `TopPSampler`,
+`RandomSampler`) as `sampler=`, and the loop asks it for each token
+(`compute_probabilities`, then `get_next_token`). keras-hub's greedy sampler
+gives the same ids as `temperature=0` (tested).
 """
 
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 import keras
 import numpy as np
@@ -33,6 +36,14 @@ from residual_keras.checks import check_positive_int
 from residual_keras.diagnostics._blocks import all_layers
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.embedding import TokenAndPositionEmbedding
+
+
+class TokenSampler(Protocol):
+    """What `generate(sampler=...)` asks of a sampler: keras-hub's `keras_hub.samplers.Sampler`."""
+
+    def compute_probabilities(self, logits): ...
+
+    def get_next_token(self, probabilities): ...
 
 
 def _window_and_vocabulary(model):
@@ -105,6 +116,7 @@ def generate(
     top_k: Optional[int] = None,
     seed: Optional[int] = None,
     output_index: Optional[int] = None,
+    sampler: Optional[TokenSampler] = None,
 ) -> np.ndarray:
     """Continues `prompt_tokens` with `num_tokens` ids sampled from `model`.
 
@@ -128,6 +140,10 @@ def generate(
         output_index: int, for a model with several outputs (a GPT that
             returns `[logits, x]`): the one holding the logits. Default None:
             the only output, or the one `model.compile` gave a loss to.
+        sampler: a `keras_hub.samplers.Sampler` (e.g. `TopPSampler(p=0.9,
+            seed=0)`) that chooses each token instead of `temperature` and
+            `top_k` (leave those at their defaults; its own seed applies).
+            Default None: the sampling described above.
 
     Returns:
         A 1D NumPy int32 array: the prompt followed by `num_tokens` new ids.
@@ -147,6 +163,16 @@ def generate(
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature!r}.")
     if top_k is not None:
         check_positive_int("top_k", top_k)
+    if sampler is not None:
+        if temperature != 1.0 or top_k is not None or seed is not None:
+            raise ValueError(
+                f"sampler={type(sampler).__name__} chooses the tokens itself: leave temperature, top_k "
+                f"and seed at their defaults (got temperature={temperature!r}, top_k={top_k!r}, "
+                f"seed={seed!r}), and give the sampler its own (e.g. TopKSampler(k=5, seed=0))."
+            )
+        if not (callable(getattr(sampler, "compute_probabilities", None))
+                and callable(getattr(sampler, "get_next_token", None))):
+            raise TypeError(f"sampler must be a keras_hub.samplers.Sampler, got {sampler!r}.")
     rng = np.random.default_rng(seed)
 
     tokens = list(tokens)
@@ -157,5 +183,10 @@ def generate(
         batch[0, len(context) :] = 0  # padding after the last token: never attended to
         outputs = model.predict_on_batch(batch)
         logits = np.asarray(choose_output(model, outputs, output_index)[0])  # (1, window, vocab_size)
-        tokens.append(_next_token(logits[0, len(context) - 1], temperature, top_k, rng))
+        last = logits[0, len(context) - 1]  # (vocab_size,): the logits of the next id
+        if sampler is None:
+            tokens.append(_next_token(last, temperature, top_k, rng))
+        else:
+            probabilities = sampler.compute_probabilities(keras.ops.convert_to_tensor(last[None]))
+            tokens.append(int(keras.ops.convert_to_numpy(sampler.get_next_token(probabilities))[0]))
     return np.asarray(tokens, dtype="int32")

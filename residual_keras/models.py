@@ -19,10 +19,11 @@ from typing import Callable, Optional, Union
 import keras
 from keras import layers
 
-from residual_keras.checks import check_choice, check_positive_int
+from residual_keras.checks import channel_axis, check_choice, check_data_format, check_positive_int
 from residual_keras._transformer_args import NORM_POSITIONS, resolve_residual
 from residual_keras.attention import check_heads
 from residual_keras import batchnorm
+from residual_keras._spellings import CIFAR_RESNET, TRANSFORMER_LM, refuses
 from residual_keras.embedding import TokenAndPositionEmbedding
 from residual_keras.fixup import FixupBasicBlock, ScalarBias
 from residual_keras.preact_blocks import PreActBasicBlock
@@ -50,6 +51,7 @@ def blocks_per_stage(depth: int) -> int:
     return (depth - 2) // 6
 
 
+@refuses(CIFAR_RESNET)
 def cifar_resnet(
     depth: int,
     *,
@@ -61,8 +63,9 @@ def cifar_resnet(
     zero_init_last: bool = False,
     num_classes: int = 10,
     width: int = 16,
-    input_shape: tuple[int, ...] = (32, 32, 3),
+    input_shape: Optional[tuple[int, ...]] = None,
     weight_decay: float = 0.0,
+    data_format: Optional[str] = None,
     name: Optional[str] = None,
 ) -> keras.Model:
     """He et al.'s CIFAR ResNet (or its plain twin), returning logits.
@@ -106,10 +109,17 @@ def cifar_resnet(
             0, so every block is the identity at initialisation. Default False.
         num_classes: int. Output classes. Default 10.
         width: int. Filters of the first stage (16 in the paper). Default 16.
-        input_shape: tuple. Image shape (height, width, channels).
+        input_shape: tuple or None. One image's shape in `data_format`'s
+            order. Default None: CIFAR's, (32, 32, 3) channels-last or
+            (3, 32, 32) channels-first.
         weight_decay: float. The paper's coupled weight decay (1e-4), added as
             an L2 penalty `weight_decay / 2 * ||W||^2` on every conv and dense
             kernel, which adds `weight_decay * W` to the gradient. Default 0.
+        data_format: "channels_last" (batch, height, width, channels) or
+            "channels_first" (batch, channels, height, width), for every
+            convolution, normalisation, shortcut and the pooling. Default
+            None: `keras.config.image_data_format()`. A block of one's own
+            is called with `data_format=` when it is "channels_first".
         name: optional model name; default e.g. "resnet20", "plain20",
             "preact_resnet20" or "resnet20_nonorm".
 
@@ -168,6 +178,11 @@ def cifar_resnet(
         )
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}.")
+    data_format = check_data_format(data_format)
+    if input_shape is None:
+        input_shape = (32, 32, 3) if data_format == "channels_last" else (3, 32, 32)
+    # A block of one's own sees the layout only when it is not Keras' usual one.
+    layout = {"data_format": data_format} if data_format == "channels_first" else {}
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
     fixup = norm == "fixup"
     normalised = norm == "batchnorm"
@@ -175,10 +190,11 @@ def cifar_resnet(
     block_norm = "batchnorm" if normalised else "none"
     if fixup:
         def make_block(filters, strides, name):
-            return FixupBasicBlock(filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer, name=name)
+            return FixupBasicBlock(filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer,
+                                   data_format=data_format, name=name)
     elif own_block:
         def make_block(filters, strides, name):
-            layer = block(filters, strides, name=name)
+            layer = block(filters, strides, name=name, **layout)
             if not isinstance(layer, keras.layers.Layer):
                 raise TypeError(f"block(filters, strides, name=...) must return a Keras layer, got {layer!r}.")
             return layer
@@ -188,7 +204,8 @@ def cifar_resnet(
 
         def make_block(filters, strides, name):
             return block_class(filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
-                               kernel_regularizer=regularizer, name=name, **identity_init)
+                               kernel_regularizer=regularizer, data_format=data_format, name=name,
+                               **identity_init)
 
     inputs = keras.Input(shape=input_shape, name="images")
     x = layers.Conv2D(
@@ -198,12 +215,14 @@ def cifar_resnet(
         use_bias=norm == "none",
         kernel_initializer="he_normal",
         kernel_regularizer=regularizer,
+        data_format=data_format,
         name="stem_conv",
     )(inputs)
     if fixup:
         x = ScalarBias(0.1, name="stem_bias")(x)
     elif normalised and not preact:
-        x = batchnorm.BatchNormalization(momentum=0.9, epsilon=1e-5, name="stem_norm")(x)
+        x = batchnorm.BatchNormalization(axis=channel_axis(data_format), momentum=0.9, epsilon=1e-5,
+                                         name="stem_norm")(x)
     if not preact:  # a pre-activation block starts with its own (BN-)ReLU
         x = layers.ReLU(name="stem_relu")(x)
 
@@ -215,9 +234,10 @@ def cifar_resnet(
 
     if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
         if normalised:
-            x = batchnorm.BatchNormalization(momentum=0.9, epsilon=1e-5, name="final_norm")(x)
+            x = batchnorm.BatchNormalization(axis=channel_axis(data_format), momentum=0.9, epsilon=1e-5,
+                                             name="final_norm")(x)
         x = layers.ReLU(name="final_relu")(x)
-    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    x = layers.GlobalAveragePooling2D(data_format=data_format, name="pool")(x)
     if fixup:
         x = ScalarBias(0.1, name="head_bias")(x)
     outputs = layers.Dense(
@@ -235,6 +255,7 @@ def cifar_resnet(
     return keras.Model(inputs, outputs, name=name)
 
 
+@refuses(TRANSFORMER_LM)
 def transformer_lm(
     vocab_size: int,
     sequence_length: int,

@@ -65,6 +65,13 @@ class PreActBasicBlock(ConvBlockBase):
             `norm_momentum`, `norm_epsilon` and `data_format`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+        training: bool or None. BatchNorm uses the batch's statistics (and
+            updates its moving ones) when True, the moving ones when False.
+            Default None: Keras' learning phase.
+
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
         >>> block = PreActBasicBlock(16, zero_init_last=True)

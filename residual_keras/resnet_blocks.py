@@ -154,6 +154,13 @@ class BasicBlock(_ConvBlock):
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+        training: bool or None. BatchNorm uses the batch's statistics (and
+            updates its moving ones) when True, the moving ones when False.
+            Default None: Keras' learning phase.
+
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
         >>> BasicBlock(32, strides=2)(x).shape
@@ -203,6 +210,13 @@ class BottleneckBlock(_ConvBlock):
             `kernel_regularizer`, `norm_momentum`, `norm_epsilon` and
             `data_format`.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+        training: bool or None. BatchNorm uses the batch's statistics (and
+            updates its moving ones) when True, the moving ones when False.
+            Default None: Keras' learning phase.
 
     Example:
         >>> x = keras.random.normal((2, 16, 16, 64))

@@ -30,6 +30,7 @@ from residual_keras.checks import (
 from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import InitializerLike, IntOrPair, RegularizerLike
+from residual_keras._sublayers import SublayersShown
 
 SHORTCUTS = ("A", "B")
 
@@ -50,6 +51,10 @@ class PadShortcut(layers.Layer):
             "channels_first" (batch, channels, height, width). Default None:
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
+
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
@@ -100,7 +105,7 @@ class PadShortcut(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class ProjectionShortcut(layers.Layer):
+class ProjectionShortcut(SublayersShown, layers.Layer):
     """Option B shortcut: `x -> BN(Conv1x1_stride(x))`, or `Conv1x1_stride(x)` with `norm="none"`.
 
     Args:
@@ -117,6 +122,12 @@ class ProjectionShortcut(layers.Layer):
         data_format: "channels_last" or "channels_first". Default None:
             `keras.config.image_data_format()`.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor (batch, height, width, channels), or (batch,
+            channels, height, width) with `data_format="channels_first"`.
+        training: bool or None. The projection's BatchNorm uses the batch's
+            statistics when True. Default None: Keras' learning phase.
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))

@@ -47,10 +47,12 @@ from residual_keras._transformer_args import refuse_positional, resolve_norm_pos
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
 from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
 from residual_keras.residual import ResidualStep, identity
+from residual_keras._spellings import TRANSFORMER_BLOCK, TRANSFORMER_BLOCK_CALL, refuse_other_spellings
+from residual_keras._sublayers import SublayersShown
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class TransformerBlock(layers.Layer):
+class TransformerBlock(SublayersShown, layers.Layer):
     """A Transformer block, Pre-LN, Post-LN or ReZero, or its plain twin.
 
     For each of its two sublayers F (causal self-attention, then the
@@ -135,6 +137,25 @@ class TransformerBlock(layers.Layer):
             keep the reference path there. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
+    Call arguments:
+        inputs: float tensor (batch, T, C), the residual stream.
+        training: bool or None. Dropout is applied when True. Default None:
+            Keras' learning phase.
+        padding_mask: bool or int tensor (batch, T), or None. False (0) marks
+            padding: no query attends to it. A Keras mask from
+            `TokenAndPositionEmbedding(mask_zero=True)` is used when this is
+            None. Default None.
+        attention_mask: bool or int tensor (batch, T, T), or None. Which key
+            each query may attend to, combined with the causal mask (when
+            `causal=True`).
+            Default None.
+        return_attention_scores: bool. Also return the attention
+            probabilities (batch, num_heads, T, T). Default False.
+
+    Returns:
+        float tensor (batch, T, C), and the attention probabilities when
+        `return_attention_scores=True`.
+
     Example:
         >>> x = keras.random.normal((2, 8, 16))
         >>> TransformerBlock(num_heads=4)(x).shape
@@ -169,6 +190,7 @@ class TransformerBlock(layers.Layer):
         **kwargs,
     ) -> None:
         refuse_positional(args)
+        refuse_other_spellings(self.__class__.__name__, kwargs, TRANSFORMER_BLOCK)
         super().__init__(**kwargs)
         if num_heads is None:
             raise TypeError("TransformerBlock needs num_heads=<int>.")
@@ -344,7 +366,10 @@ class TransformerBlock(layers.Layer):
         return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
 
     def call(self, inputs, training=None, padding_mask=None, attention_mask=None, mask=None,
-             return_attention_scores=False):
+             return_attention_scores=False, **other_names):
+        refuse_other_spellings(f"{self.__class__.__name__}.call", other_names, TRANSFORMER_BLOCK_CALL)
+        if other_names:
+            raise TypeError(f"{self.__class__.__name__}.call got unexpected arguments {sorted(other_names)}.")
         if padding_mask is None and mask is not None:
             padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         post_ln = self.norm_position == "post" and self.uses_layer_norm

@@ -13,6 +13,13 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+if os.environ.get("RESIDUAL_KERAS_TEST_WITHOUT_TENSORFLOW") == "1":  # .ci/run, JAX and PyTorch
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        raise RuntimeError("RESIDUAL_KERAS_TEST_WITHOUT_TENSORFLOW=1 needs KERAS_BACKEND=jax or torch")
+    import tensorflow_blocker  # noqa: E402  (tests/ is on the path: pyproject's pythonpath)
+
+    tensorflow_blocker.install()
+
 import functools  # noqa: E402
 import gc  # noqa: E402
 import re  # noqa: E402

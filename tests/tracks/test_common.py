@@ -347,12 +347,12 @@ def test_the_per_epoch_evaluation_is_named_for_what_it_is_in_csv_progress_bar_an
         pytest.skip("the tensorboard package (the test extra) writes TensorBoard logs")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(str(run.tensorboard_dir("m") / "train")).Reload()
-    tags = events.Tags()["tensors"]
-    assert {"epoch_loss", "epoch_test_subset_loss"} <= set(tags)
-    steps = [event.step for event in events.Tensors("epoch_test_subset_loss")]
+    # Keras' layout: the curve data's columns are validation/'s epoch_loss, epoch_mae
+    events = EventAccumulator(str(run.tensorboard_dir("m") / "validation")).Reload()
+    assert {"epoch_loss", "epoch_mae"} <= set(events.Tags()["tensors"])
+    steps = [event.step for event in events.Tensors("epoch_loss")]
     assert steps == [0, 1]  # one fit per epoch, one curve with a point per epoch
-    logged = tf.make_ndarray(events.Tensors("epoch_test_subset_loss")[-1].tensor_proto)
+    logged = tf.make_ndarray(events.Tensors("epoch_loss")[-1].tensor_proto)
     assert float(logged) == pytest.approx(expected["loss"], rel=1e-5)
 
 

@@ -70,6 +70,16 @@ def test_smoke_run_writes_every_file(tmp_path, capsys):
         assert f"tensorboard --logdir {tmp_path / 'run' / 'tensorboard'}" in out
         assert sorted(p.name for p in (tmp_path / "run" / "tensorboard").iterdir()) == sorted(
             m["id"] for m in results["models"])
+        from tracks.common.tensorboard import read_scalars
+
+        for model in results["models"]:  # train and the test-subset curve overlay: the same tags, one file each
+            tags = {}
+            for split in ("train", "validation"):
+                folder = tmp_path / "run" / "tensorboard" / model["id"] / split
+                assert len(list(folder.glob("events.out.tfevents.*"))) == 1, folder
+                tags[split] = {tag for tag, _, _ in read_scalars(folder)}
+            assert {"epoch_loss", "epoch_accuracy"} <= tags["train"] & tags["validation"]
+            assert "residual/gradient_gain" in tags["train"]
 
 
 def _write_image_folder(root, classes=("cat", "dog"), per_class=40):

@@ -48,7 +48,7 @@ def text_table(headers, rows):
 
 def run_ending(run, headers, rows, extra_lines=()):
     """What the terminal shows when a run ends: the results table, then where everything is."""
-    from tracks.common.training import tensorboard_available
+    from tracks.common.tensorboard import tensorboard_available
 
     lines = [f"results ({len(rows)} models, also in {run.path / 'results.json'}):", "",
              text_table(headers, rows), "", *extra_lines]

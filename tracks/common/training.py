@@ -26,7 +26,9 @@ A model trains one epoch at a time, each on the batches of that epoch only:
 - The per-epoch evaluation that draws the curves is named for what it is
   (`EvaluateEachEpoch`): `val_accuracy` on a validation split,
   `test_subset_accuracy` on a subset of the test set, never one for the other.
-- Each model's curves also go to TensorBoard, `<run>/tensorboard/<model>/`,
+- Each model's curves also go to TensorBoard, `<run>/tensorboard/<model>/train`
+  and `/validation` in Keras' layout, one events file per split, with the
+  residual measurements of `TrainingDynamics` (tracks/common/tensorboard.py),
   when the `tensorboard` package is installed (`tensorboard --logdir <run>/tensorboard`).
 
 Why the loop is not Keras' `BackupAndRestore` and `CSVLogger`: both restore
@@ -37,7 +39,6 @@ seen are dropped), nor keeps the dropout layers' random states.
 """
 
 import csv
-import importlib.util
 import math
 import os
 import re
@@ -48,7 +49,10 @@ import time
 import keras
 import numpy as np
 
+from residual_keras.diagnostics import TrainingDynamics
+
 from tracks.common.run_dir import RunFileError
+from tracks.common.tensorboard import epoch_summaries
 
 
 def read_metrics_rows(path):
@@ -210,23 +214,6 @@ class EvaluateEachEpoch(keras.callbacks.Callback):
         logs.update({f"{self.name}_{metric}": value for metric, value in results.items()})
 
 
-def tensorboard_available():
-    """True when the `tensorboard` package, which `tf.summary` needs to write logs, is installed."""
-    return importlib.util.find_spec("tensorboard") is not None
-
-
-def tensorboard_callback(log_dir):
-    """Keras' TensorBoard callback writing to `log_dir`, or None without the tensorboard package.
-
-    A new one for each `fit` (one epoch): Keras closes its writers when a fit
-    ends. Epoch summaries are written at step = epoch, so the epochs of one
-    model form one curve; a resumed model appends to the same directory.
-    """
-    if not tensorboard_available():
-        return None
-    return keras.callbacks.TensorBoard(log_dir=str(log_dir), write_graph=False)
-
-
 class EpochProgress(keras.callbacks.ProgbarLogger):
     """Keras' progress bar, saying "Epoch 4/8" although each `fit` trains one epoch."""
 
@@ -289,25 +276,31 @@ def fit_with_backup(model, epoch_data, *, run, model_id, epochs, curve_data=None
     if curve_data is not None:
         callbacks.append(EvaluateEachEpoch(curve_data, curve_name))
     callbacks += [EpochProgress(epochs), *extra_callbacks]
+    # TensorBoard last: it reads the curve's columns and the TrainingDynamics record of the epoch.
+    dynamics = next((callback for callback in extra_callbacks if isinstance(callback, TrainingDynamics)), None)
+    summaries = epoch_summaries(run.tensorboard_dir(model_id), first_epoch, curve_name, dynamics)
+    callbacks += [summaries] if summaries else []
     start = time.perf_counter()
-    for epoch in range(first_epoch, epochs):
-        epoch_start = time.perf_counter()
-        tensorboard = tensorboard_callback(run.tensorboard_dir(model_id))
-        history = model.fit(
-            epoch_data(epoch),
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            callbacks=callbacks + ([tensorboard] if tensorboard else []),
-            shuffle=False,  # the pipelines order the batches themselves
-            verbose=verbose,
-        ).history
-        row = {"epoch": epoch, "seconds": round(time.perf_counter() - epoch_start, 3)}
-        row.update({key: float(values[-1]) for key, values in history.items()})
-        rows.append(row)
-        write_metrics_rows(metrics_path, rows)  # the row first, then the checkpoint
-        if not math.isfinite(row.get("loss", 0.0)):
-            break  # TerminateOnNaN stopped it: a diverged epoch is never saved, its weights are NaN
-        checkpoints.save(model, epoch + 1)
+    try:
+        for epoch in range(first_epoch, epochs):
+            epoch_start = time.perf_counter()
+            history = model.fit(
+                epoch_data(epoch),  # a dataset: it orders its batches itself (no shuffle= here)
+                initial_epoch=epoch,
+                epochs=epoch + 1,
+                callbacks=callbacks,
+                verbose=verbose,
+            ).history
+            row = {"epoch": epoch, "seconds": round(time.perf_counter() - epoch_start, 3)}
+            row.update({key: float(values[-1]) for key, values in history.items()})
+            rows.append(row)
+            write_metrics_rows(metrics_path, rows)  # the row first, then the checkpoint
+            if not math.isfinite(row.get("loss", 0.0)):
+                break  # TerminateOnNaN stopped it: a diverged epoch is never saved, its weights are NaN
+            checkpoints.save(model, epoch + 1)
+    finally:
+        if summaries:
+            summaries.close()
     diverged = None
     if rows and not math.isfinite(rows[-1].get("loss", 0.0)):
         diverged = rows[-1]["epoch"]

@@ -1,0 +1,78 @@
+"""Other libraries' names for our arguments: refused with ours in one line, never aliased.
+
+A student who ports keras-io's `TransformerBlock(embed_dim, num_heads,
+ff_dim, rate)`, keras.applications' `block1(x, filters, stride=1,
+conv_shortcut=True)` or keras-hub's `ResNetBackbone(use_pre_activation=...)`
+would otherwise get Python's generic "unexpected keyword argument". Each
+name below is answered with the argument that means the same here, and
+where the name comes from. One spelling per concept: none is accepted.
+"""
+
+import functools
+
+KERAS_IO = "keras-io's examples"
+APPLICATIONS = "keras.applications' ResNet"
+KERAS_HUB = "keras-hub"
+
+# {their name: (what to write here, whose name it is)}
+TRANSFORMER_BLOCK = {
+    "ff_dim": ("intermediate_dim", KERAS_IO),
+    "latent_dim": ("intermediate_dim", KERAS_IO),
+    "rate": ("dropout", KERAS_IO),
+    "embed_dim": ("nothing: the width comes from the input", KERAS_IO),
+}
+TRANSFORMER_BLOCK_CALL = {
+    "decoder_padding_mask": ("padding_mask", KERAS_HUB),
+    "decoder_attention_mask": ("attention_mask", KERAS_HUB),
+    "use_causal_mask": ("causal= when the block is made (default True)", KERAS_HUB),
+}
+CONV_BLOCK = {
+    "stride": ("strides", APPLICATIONS),
+    "conv_shortcut": ('shortcut="B" (a 1x1 projection; "A" pads with zeros)', APPLICATIONS),
+    "use_pre_activation": ("PreActBasicBlock, a block of its own", KERAS_HUB),
+}
+FIXUP_BLOCK = {
+    "stride": ("strides", APPLICATIONS),
+    "conv_shortcut": ("nothing: a Fixup block pads with zeros where the shape changes (option A)",
+                      APPLICATIONS),
+}
+CIFAR_RESNET = {
+    "use_pre_activation": ('block="preact"', KERAS_HUB),
+    "block_type": ("block", KERAS_HUB),
+    "classes": ("num_classes", APPLICATIONS),
+}
+TRANSFORMER_LM = {
+    "vocabulary_size": ("vocab_size", KERAS_HUB),
+    "hidden_dim": ("embed_dim", KERAS_HUB),
+    "max_sequence_length": ("sequence_length", KERAS_HUB),
+    "maxlen": ("sequence_length", KERAS_IO),
+    "ff_dim": ("intermediate_dim", KERAS_IO),
+    "rate": ("dropout", KERAS_IO),
+    "normalize_first": ('norm_position ("pre" or "post")', KERAS_HUB),
+}
+EMBEDDING = {
+    "maxlen": ("sequence_length", KERAS_IO),
+}
+
+
+def refuse_other_spellings(owner, arguments, spellings):
+    """Raises `TypeError` naming our argument for the first of `arguments` that is another library's name."""
+    for name in arguments:
+        if name in spellings:
+            ours, whose = spellings[name]
+            raise TypeError(f"{owner}: {name} is the name in {whose}; residual_keras calls it {ours}.")
+
+
+def refuses(spellings):
+    """Decorator: the function refuses `spellings` (as `refuse_other_spellings`) before it runs."""
+    def decorate(function):
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            refuse_other_spellings(f"{function.__name__}()", kwargs, spellings)
+            return function(*args, **kwargs)
+        return checked
+    return decorate
+
+
+__all__ = ["CIFAR_RESNET", "CONV_BLOCK", "EMBEDDING", "FIXUP_BLOCK", "TRANSFORMER_BLOCK", "TRANSFORMER_BLOCK_CALL",
+           "TRANSFORMER_LM", "refuse_other_spellings", "refuses"]
