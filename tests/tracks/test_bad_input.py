@@ -103,6 +103,12 @@ CASES = [
     (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),
     (M, ["exercises", "start", "1"], {}, "start needs the exercise's number and a folder"),
     (M, ["--bogus"], {}, "unrecognized arguments: --bogus"),
+    (M, ["check"], {}, "the following arguments are required: files"),
+    (M, ["exercises", "bogus"], {}, "invalid choice: 'bogus'"),
+    (M, ["check", "no-such-solution.py", "--seed", "-5"], {}, "--seed: must be in 0..4294967295"),
+    (M, ["grade", "no-such-class", "--out", "new-book"], {}, "no such folder: no-such-class"),
+    (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "0"], {}, "--jobs: must be a finite number above 0, got 0"),
+    (M, ["grade", "no-such-class", "--out", "new-book", "--timeout", "nan"], {}, "--timeout: must be a finite number above 0, got nan"),
 ]
 
 

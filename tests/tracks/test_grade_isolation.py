@@ -116,7 +116,7 @@ def test_check_isolates_a_file_and_its_json_stays_valid_whatever_it_prints(capsy
 @pytest.mark.parametrize("argv, message", [
     (["grade", "nowhere"], "no such folder: nowhere"),
     (["grade", "{empty}"], "no *.py file under"),
-    (["grade", "{class}", "--jobs", "0"], "argument --jobs: must be above 0, got 0"),
+    (["grade", "{class}", "--jobs", "0"], "argument --jobs: must be a finite number above 0, got 0"),
     (["grade", "{class}", "--memory-gb", "lots"], "argument --memory-gb: must be a number, got 'lots'"),
     (["grade", "{class}", "--out", "{class}/book"], "is inside"),
     (["grade", "{class}", "--out", "{full}"], "exists and is not an empty folder"),

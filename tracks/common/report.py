@@ -5,7 +5,6 @@ convention, no pyplot state), so reports render on machines without a display.
 """
 
 
-
 def format_value(value, kind="float"):
     if value is None:
         return "—"

@@ -15,6 +15,7 @@ which exercise it is (`EXERCISE = N`, as the skeleton does). Exit codes:
 
 import argparse
 import json
+import math
 import pathlib
 import secrets
 import sys
@@ -108,11 +109,24 @@ def _positive(kind):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
         return value
 
     return parse
+
+
+def _seed(text):
+    from tracks.common.checks import check_seed
+
+    try:
+        value = int(text)
+        check_seed("--seed", value)
+    except ValueError as error:
+        said = str(error)
+        raise argparse.ArgumentTypeError(said.removeprefix("--seed ") if said.startswith("--seed") else
+                                         f"must be an integer, got {text!r}") from None
+    return value
 
 
 class _Refused(Exception):
@@ -125,7 +139,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _limit_options(parser):
-    parser.add_argument("--seed", type=int, help="the seed the random inputs are drawn from (default: a new one)")
+    parser.add_argument("--seed", type=_seed, help="the seed the random inputs are drawn from (default: a new one)")
     parser.add_argument("--timeout", type=_positive(float), default=120.0,
                         help="seconds a file may run (default 120)")
     parser.add_argument("--memory-gb", type=_positive(float), default=4.0,
