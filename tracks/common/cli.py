@@ -21,7 +21,7 @@ from tracks.common.command import interruption, run_command, signals_as_interrup
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
 from tracks.common.options import OneLineParser, train_parser
-from tracks.common.process import configure_process, read_environment
+from tracks.common.process import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.resume import check_run, start_or_resume
 
 
@@ -31,6 +31,8 @@ def main(track, argv=None):
     command, rest = (argv[0], argv[1:]) if argv else (None, [])
     try:
         environment = read_environment()
+        if command not in ("-h", "--help", "--version"):
+            check_tensorflow_installed()
     except ConfigError as error:
         return fail(str(error))
     with signals_as_interruptions():

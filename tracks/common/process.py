@@ -66,6 +66,16 @@ def read_environment(environ=None):
     return Environment(thread_spinning=spinning == "1", cpu_replicas=cpu_replicas)
 
 
+def check_tensorflow_installed():
+    """`ConfigError` saying what to install when TensorFlow is missing (the tracks train with it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ConfigError("the tracks train with TensorFlow, which is not installed here: pip install "
+                          "tensorflow (the package's default install has it; the residual_keras library "
+                          "alone runs on JAX and PyTorch too)")
+
+
 def check_strategy(name, environ=None):
     """`ConfigError` when the strategy `name` cannot run here (before anything is written).
 
@@ -159,4 +169,4 @@ def configure_process(environment):
         disable_thread_spinning()
 
 
-__all__ = ["Environment", "check_strategy", "choose_tensorflow", "configure_process", "read_environment", "use_tensorflow_backend"]
+__all__ = ["Environment", "check_strategy", "check_tensorflow_installed", "choose_tensorflow", "configure_process", "read_environment", "use_tensorflow_backend"]
