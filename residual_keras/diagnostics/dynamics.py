@@ -22,6 +22,9 @@ batch and in inference mode (so that nothing of the model changes):
   the blocks have written into the stream, x_L - x_0, at the stream's
   scale and scale-free, and its size relative to x_0 (`stream_delta_rank`):
   0 at the start for identity-initialised networks, rising as they train.
+  Where the stream changes shape it is x_e - x_s over the last span of
+  same-shape blocks (a last block that downsamples is not in it); None
+  where every block changes the shape.
 
 Every block the instruments find counts, a student's own included: the
 callback reads them through the residual protocol.
@@ -161,8 +164,9 @@ class TrainingDynamics(keras.callbacks.Callback):
                 "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
                 "update_ratio": updates[index], "branch_ratio": branch[index],
                 "identity_scalar": identity_scale(block),
-                "delta_rank": delta["rank"], "delta_effective_rank": delta["effective_rank"],
-                "delta_size": delta["relative_size"],
+                "delta_rank": delta["rank"] if delta else None,
+                "delta_effective_rank": delta["effective_rank"] if delta else None,
+                "delta_size": delta["relative_size"] if delta else None,
             })
         self._write()
         self.seconds += time.perf_counter() - start
