@@ -38,7 +38,7 @@ from keras import ops
 from residual_keras.checks import check_positive_int
 from residual_keras._types import Batches, BlockNames, MetricLike, Results
 from residual_keras._types import ArrayLike
-from residual_keras.diagnostics import _inputs, _losses
+from residual_keras.diagnostics import _inputs, _losses, _metrics
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
@@ -91,7 +91,7 @@ class _Study:
         outputs = self.trace.model_outputs
         output, self.index, self.count = _losses.choose_output(model, outputs, output_index)
         self.output_names = _losses.ordered_outputs(model, outputs)[0]
-        self.metric_name, self.metric_fn = _losses.resolve_metric(
+        self.metric_name, self.metric_fn = _metrics.resolve_metric(
             metric, model, output, self.index, self.count, self.output_names)
 
     @property
@@ -154,9 +154,12 @@ def lesion(
         metric: None (the first metric `model.compile` gave the output,
             else accuracy for a classifier output, else the model's loss),
             "accuracy" (argmax against integer or one-hot targets; for a
-            one-unit output, logit > 0 or probability > 0.5; for a language
-            model over all positions), "crossentropy" (of logits or of
-            probabilities, as the output is), "loss" (the loss of
+            one-unit output, logit > 0 or probability > 0.5, and so on every
+            unit, element-wise, of a multi-label output: several sigmoids,
+            logits against multi-hot targets, or a compiled binary
+            cross-entropy; for a language model over all positions),
+            "crossentropy" (of logits or of probabilities, as the output
+            is; binary per unit for a multi-label output), "loss" (the loss of
             `model.compile`, else that cross-entropy), a Keras metric (name
             or object; a fresh copy, the model's own keeps its state) or a
             callable `metric(y_true, y_pred)` on numpy arrays returning a
