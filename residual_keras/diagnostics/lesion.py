@@ -18,9 +18,14 @@ A removed block becomes what the residual protocol says
 block's LayerNorms), else each residual step `post(shortcut(x))`:
 `ReLU(shortcut(x))` for the original blocks (`BasicBlock`,
 `BottleneckBlock`, `FixupBasicBlock`), `shortcut(x)` for
-`PreActBasicBlock`, `post(shortcut(x))` for a `Residual`. A plain block (or
-any other layer passed in `blocks`) becomes the identity where its output
-has its input's shape and cannot be removed where the shape changes.
+`PreActBasicBlock`, `post(shortcut(x))` for a `Residual`. A plain block
+becomes the identity where its output has its input's shape and cannot be
+removed where the shape changes. Any other layer named in `blocks=` (one
+without the residual protocol, such as keras-hub's `TransformerDecoder`) is
+removed whole, as Veit et al. remove a block: it becomes the identity where
+its output has its input's shape, and cannot be removed where the shape
+changes. `lesion`, `delete_blocks` and `swap_blocks` take such layers;
+`lesion_sublayers` needs each block's residual steps and refuses them.
 Everything runs in inference mode, with the masks each block was called
 with; the whole model runs with the removed block's call replaced
 (`_forward`), so nothing of the model is cut out or modified.
@@ -42,7 +47,7 @@ from residual_keras.diagnostics import _inputs, _losses, _metrics
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
-from residual_keras.residual import _apply, lesioned, residual_steps
+from residual_keras.residual import ResidualBlock, _apply, lesioned, residual_steps
 
 
 def _shape(tensor):
@@ -57,6 +62,11 @@ def _lesioned_block(block, call, input_shape, output_shape):
     arguments of each call it replaces (each batch's masks).
     """
     call_args, call_kwargs = call
+    if not isinstance(block, ResidualBlock):  # any other layer named in blocks=: removed whole
+        if input_shape == output_shape:
+            return (lambda x, *args, **kwargs: x), "identity (the whole layer)"
+        return None, (f"not a residual block, and its shape changes {(None, *input_shape)} -> "
+                      f"{(None, *output_shape)}")
     function, description = lesioned(block, *call_args, **call_kwargs)
     if function is not None:
         def without_branches(x, *args, **kwargs):
