@@ -34,6 +34,7 @@ Data: `(model, x, y)`, `(model, (x, y))` or `(model, dataset)`, as every
 instrument takes it (`_inputs`).
 """
 
+import inspect
 from typing import Optional, Sequence
 
 import keras
@@ -76,6 +77,13 @@ def _lesioned_block(block, call, input_shape, output_shape):
     if input_shape == output_shape:
         return (lambda x, *args, **kwargs: x), "identity"
     return None, f"shape changes {(None, *input_shape)} -> {(None, *output_shape)}"
+
+
+def _takes(block, argument):
+    """Whether the block's class `call` takes a keyword `argument` (a `mask` that another block was given)."""
+    parameters = inspect.signature(type(block).call).parameters
+    return argument in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
 
 
 def _keeps_shape(trace, index):
@@ -324,8 +332,12 @@ def swap_blocks(
     study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     chosen = study.forward.blocks
 
-    def run(block):  # a block in another's place, called with the arguments of that place
-        return lambda stream, *args, **kwargs: block(stream, *args, training=False, **kwargs)
+    def run(block):  # a block in another's place, called with the arguments of that place it takes
+        def in_place(stream, *args, **kwargs):
+            taken = {key: value for key, value in kwargs.items() if _takes(block, key)}
+            return block(stream, *args, training=False, **taken)
+
+        return in_place
 
     trace = study.trace
     pairs = [  # both keep their shape, and take inputs of one shape (nothing between them reshapes)
