@@ -351,8 +351,10 @@ class Objective:
         return targets_of(y, self.model, self.names, self.index, self.count)
 
     def __call__(self, y_true, y_pred):
-        """The mean loss over the batch (float32 scalar)."""
+        """The mean loss over the batch (float32 scalar; computed in float32, as Keras' losses, under mixed precision)."""
         y_true = ops.convert_to_tensor(y_true)
+        if keras.backend.standardize_dtype(y_pred.dtype) in ("bfloat16", "float16"):
+            y_pred = ops.cast(y_pred, "float32")
         if len(y_true.shape) == len(y_pred.shape) - 1 and y_pred.shape[-1] == 1:
             y_true = ops.expand_dims(y_true, -1)  # labels (B,) for outputs (B, 1), as Keras' fit
         return ops.mean(ops.cast(self.function(y_true, y_pred), "float32"))
