@@ -118,13 +118,19 @@ def check_gradient_norms(g):
 def check_jacobian_norm(g):
     result = d.jacobian_norm(g.model, g.x[:1], num_iterations=500, tolerance=1e-8, per_block=False)
     z, mask = g.stem(g.x[:1])
-    last = _numpy(_run_blocks(g, z, mask))
-    rows = []
-    for index in range(last.size):
-        def coordinate(u, index=index):
-            return ops.reshape(ops.cast(_run_blocks(g, u, mask), "float32"), (-1,))[index]
-        rows.append(_grad(coordinate, z).ravel())
-    exact = np.linalg.svd(np.stack(rows), compute_uv=False)[0]
+    size = int(np.prod(_run_blocks(g, z, mask).shape[1:]))
+    # The exact Jacobian of example 0 in one gradient: `size` copies of it, copy i read at output i
+    # (inference mode: the copies do not interact), so row i of the gradient is J^T e_i.
+    copies = np.repeat(_numpy(z), size, axis=0)
+    copies_mask = None if mask is None else ops.repeat(mask, size, axis=0)
+    eye = ops.convert_to_tensor(np.eye(size, dtype="float32"))
+
+    def diagonal(u):
+        outputs = ops.reshape(ops.cast(_run_blocks(g, u, copies_mask), "float32"), (size, size))
+        return ops.sum(outputs * eye)
+
+    jacobian = _grad(diagonal, copies).reshape(size, -1)
+    exact = np.linalg.svd(jacobian, compute_uv=False)[0]
     _close(result["total"], [exact], g, "||dx_L/dx_0|| (SVD of the Jacobian)")
 
 
