@@ -287,8 +287,10 @@ def generate(data, head_kind, structure, precision="float32", masked=False, seed
     try:
         inputs, x = _inputs_of(data, masked, rng)
         width = 8 if data != "images" else 4
-        if data == "images":
+        stem_norm = None
+        if data == "images":  # a BatchNorm in the stem, for calibrate_batchnorm
             stem_layer = layers.Conv2D(width, 3, padding="same", name="stem")
+            stem_norm = layers.BatchNormalization(name="stem_norm")
         elif data == "sequences":
             stem_layer = rk.TokenAndPositionEmbedding(vocab_size=SEQUENCE_VOCAB, sequence_length=SEQUENCE_LENGTH,
                                                       embed_dim=width, mask_zero=masked, name="stem")
@@ -306,6 +308,8 @@ def generate(data, head_kind, structure, precision="float32", masked=False, seed
                 blocks.append(_block(data, f"block{index + 1}", block_width, index == changes))
         pool, main, aux = _head_layers(data, head_kind)
         z = stem_layer(inputs)
+        if stem_norm is not None:
+            z = stem_norm(z)
         if structure == "nested stages":
             first_stage = keras.Sequential(blocks[:1], name="stage1")
             stage_inputs = keras.Input(tuple(z.shape[1:]))
@@ -327,6 +331,8 @@ def generate(data, head_kind, structure, precision="float32", masked=False, seed
 
     def stem(batch):
         x_0 = stem_layer(keras.ops.convert_to_tensor(batch))
+        if stem_norm is not None:
+            x_0 = stem_norm(x_0, training=False)
         mask = stem_layer.compute_mask(keras.ops.convert_to_tensor(batch)) if masked else None
         return x_0, mask
 

@@ -141,7 +141,7 @@ def _run_blocks(g, z, mask):
 
 
 def check_activation_norms(g):
-    result = d.activation_norms(g.model, g.x)
+    result = d.activation_norms(g.model, g.x, training=False)  # the recipe runs in inference mode
     points, _ = g.points()
     hand = [np.sqrt(np.mean(np.square(_numpy(point).reshape(len(g.x), -1)), axis=1)) for point in points]
     _close(result["rms"], np.stack(hand), g, "stream RMS", exact=True)
@@ -242,9 +242,20 @@ def _hand_contributions(g):
     updates = []
     for position, block in enumerate(g.blocks):
         for name, update, base in _steps_by_hand(g, block, points[position], mask):
-            ratios.setdefault(name, []).append(_norms(_masked(update, mask)) / _norms(_masked(base, mask)))
+            sizes, bases = _norms(_masked(update, mask)), _norms(_masked(base, mask))
+            with np.errstate(divide="ignore", invalid="ignore"):  # a stream that is exactly 0 (a ReLU killed it)
+                ratios.setdefault(name, []).append(np.where(bases > 0, sizes / bases,
+                                                            np.where(sizes > 0, np.inf, np.nan)))
             updates.append(update)
     return ratios, updates, points, mask
+
+
+def _close_ratios(got, want, g, what):
+    """Ratios: equal where the stream is not 0; where it is, NaN for a branch that writes 0 too (0 / 0), else inf."""
+    got, want = np.asarray(got, dtype="float64"), np.asarray(want, dtype="float64")
+    finite = np.isfinite(want)
+    _close(got[finite], want[finite], g, what)
+    assert np.all(np.isnan(got[np.isnan(want)])) and np.all(got[np.isinf(want)] > 1e20), (what, got, want)
 
 
 def check_stream_contributions(g):
@@ -252,7 +263,7 @@ def check_stream_contributions(g):
     ratios, _, _, _ = _hand_contributions(g)
     assert result["steps"] == list(ratios)
     for name, rows in ratios.items():
-        _close(result[name], np.stack(rows), g, f"{name} / stream")
+        _close_ratios(result[name], np.stack(rows), g, f"{name} / stream")
 
 
 def check_stream_decomposition(g):
@@ -312,7 +323,7 @@ def check_training_dynamics(g):
     ratios, _, _, _ = _hand_contributions(g)
     per_block = np.mean(np.stack([np.stack(rows_) for rows_ in ratios.values()]), axis=(0, 2)) if len(
         {len(r) for r in ratios.values()}) == 1 else None
-    if per_block is not None:
+    if per_block is not None and np.all(np.isfinite(per_block)):
         _close([row["branch_ratio"] for row in rows], per_block, g, "branch ratio per block")
     assert rows[0]["delta_rank"] == _hand_rank(g)[1]
 
@@ -321,6 +332,26 @@ def check_loss_landscape(g):
     result = d.loss_landscape(g.model, g.x, g.y, steps=3, span=0.5, output_index=g.output_index)
     _close(result["center_loss"], _model_loss(g), g, "loss at the centre", exact=True)
     _close(result["grid"][1, 1], result["center_loss"], g, "grid centre", exact=True)
+
+
+def check_calibrate_batchnorm(g):
+    """After it, inference mode computes on the batch what training mode computes; only the statistics change."""
+    norms = [layer for layer in g.model._flatten_layers() if isinstance(layer, keras.layers.BatchNormalization)]
+    statistics = [variable for layer in norms for variable in (layer.moving_mean, layer.moving_variance)]
+    saved = [keras.ops.convert_to_numpy(variable) for variable in statistics]
+    others = [v for v in g.model.variables if all(v is not s for s in statistics)]
+    before = [np.array(keras.ops.convert_to_numpy(v), copy=True) for v in others]
+    try:
+        assert d.calibrate_batchnorm(g.model, g.x) == len(norms)
+        after = [keras.ops.convert_to_numpy(v) for v in others]
+        assert all(np.array_equal(a, b) for a, b in zip(before, after)), "a variable other than the statistics changed"
+        if norms:
+            inference = _numpy(_chosen(g.model(g.x, training=False)))
+            training = _numpy(_chosen(g.model(g.x, training=True)))
+            _close(inference, training, g, "inference after calibration against training mode")
+    finally:
+        for variable, value in zip(statistics, saved):
+            variable.assign(value)
 
 
 CHECKS = {
@@ -338,6 +369,7 @@ CHECKS = {
     "TrainingDynamics": check_training_dynamics,
     "stream_delta_rank": check_stream_delta_rank,
     "loss_landscape": check_loss_landscape,
+    "calibrate_batchnorm": check_calibrate_batchnorm,
 }
 
 
