@@ -20,10 +20,12 @@ from residual_keras.diagnostics import (
     lesion,
     lesion_sublayers,
     logit_lens,
+    loss_landscape,
     path_gradients,
     scalar_chain,
     stream_contributions,
     stream_decomposition,
+    stream_delta_rank,
     swap_blocks,
 )
 from residual_keras.embedding import TokenAndPositionEmbedding
@@ -64,12 +66,14 @@ __all__ = [
     "lesion",
     "lesion_sublayers",
     "logit_lens",
+    "loss_landscape",
     "models",
     "path_gradients",
     "plots",
     "scalar_chain",
     "stream_contributions",
     "stream_decomposition",
+    "stream_delta_rank",
     "swap_blocks",
     "transformer_lm",
 ]

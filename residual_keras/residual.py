@@ -46,7 +46,6 @@ the layer computes.
 """
 
 import dataclasses
-import inspect
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 import keras
@@ -54,6 +53,7 @@ import numpy as np
 from keras import layers, ops
 
 from residual_keras.checks import check_bool
+from residual_keras._wrapped_layers import _accepts, _build, _deserialize, _layer_or_activation, _output_shape, _serialize
 from residual_keras._types import Activation, ArrayLike
 
 
@@ -227,43 +227,6 @@ def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tol
     return difference
 
 
-def _accepts(layer, argument):
-    """Whether `layer.call` takes a keyword argument `argument` (a mask, say)."""
-    try:
-        parameters = inspect.signature(layer.call).parameters
-    except (TypeError, ValueError):
-        return False
-    return argument in parameters or any(
-        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
-
-
-def _layer_or_activation(name, value):
-    """None, a Keras layer (or its serialized config), or an activation (a name or a callable)."""
-    if isinstance(value, dict):
-        value = _deserialize(value)
-    if value is None or isinstance(value, layers.Layer):
-        return value
-    if isinstance(value, str) or callable(value):
-        return keras.activations.get(value)
-    raise TypeError(f"{name} must be None, a Keras layer or an activation, got {value!r}.")
-
-
-def _serialize(value):
-    if value is None:
-        return None
-    if isinstance(value, layers.Layer):
-        return keras.saving.serialize_keras_object(value)
-    return {"activation": keras.activations.serialize(value)}
-
-
-def _deserialize(config):
-    if config is None:
-        return None
-    if isinstance(config, dict) and set(config) == {"activation"}:
-        return keras.activations.get(config["activation"])
-    return keras.saving.deserialize_keras_object(config)
-
-
 @keras.saving.register_keras_serializable(package="residual_keras")
 class Residual(layers.Layer):
     """Any Keras layer or model `f` as a residual block: `y = post(shortcut(x) + f(x))`.
@@ -288,9 +251,12 @@ class Residual(layers.Layer):
         branch: a Keras layer or model, the residual function f (or its
             serialized config, `keras.saving.serialize_keras_object(layer)`,
             for a fresh copy). Its output must have the shortcut's shape.
-            For mixed precision, build the branch under the policy
-            (`keras.config.set_dtype_policy("mixed_bfloat16")` first): a
-            layer keeps the policy it was made with.
+            Under a mixed policy (`dtype="mixed_bfloat16"`) the block adds
+            in the compute dtype whatever policy the branch was made with: a
+            branch made under float32 computes in float32 and its update is
+            cast (build the branch under the policy,
+            `keras.config.set_dtype_policy("mixed_bfloat16")` first, for it
+            to compute in bfloat16 too).
         shortcut: None (the identity) or a Keras layer applied to x (or its
             serialized config).
         post: None, a Keras layer or an activation (name or callable)
@@ -363,7 +329,9 @@ class Residual(layers.Layer):
     def _branch(self, x, training=None, mask=None):
         """f(x), or alpha * f(x) with identity_init."""
         extra = {"mask": mask} if mask is not None and _accepts(self.branch, "mask") else {}
-        update = self.branch(x, training=training, **extra)
+        # A branch made under another dtype policy (float32, before a mixed one) computes in its own
+        # dtype; its update is added in the block's.
+        update = ops.cast(self.branch(x, training=training, **extra), self.compute_dtype)
         if self.alpha is not None:
             update = ops.cast(self.alpha, update.dtype) * update
         return update
@@ -372,13 +340,13 @@ class Residual(layers.Layer):
         if self.shortcut is None:
             return x
         extra = {"mask": mask} if mask is not None and _accepts(self.shortcut, "mask") else {}
-        return self.shortcut(x, training=training, **extra)
+        return ops.cast(self.shortcut(x, training=training, **extra), self.compute_dtype)
 
     def _post(self, y, training=None):
         if self.post is None:
             return y
         if isinstance(self.post, layers.Layer):
-            return self.post(y, training=training)
+            return ops.cast(self.post(y, training=training), self.compute_dtype)
         return self.post(y)
 
     def call(self, inputs, training=None, mask=None):
@@ -426,31 +394,6 @@ class Residual(layers.Layer):
         config = dict(config)
         config["post"] = _deserialize(config.get("post"))
         return cls(**config)  # branch and shortcut: deserialized by __init__
-
-
-def _overrides(layer, method):
-    return getattr(type(layer), method) is not getattr(layers.Layer, method)
-
-
-def _build(layer, input_shape):
-    """Builds `layer` for inputs of `input_shape` and returns its output shape.
-
-    A layer of one's own need not write `build` or `compute_output_shape`
-    (sublayers made in `__init__`, as Keras' guide allows): `_output_shape`
-    then traces its `call` on a symbolic input, which builds its sublayers, as
-    Keras does when such a layer is first called.
-    """
-    if not layer.built and _overrides(layer, "build"):
-        layer.build(input_shape)
-    return _output_shape(layer, input_shape)
-
-
-def _output_shape(layer, input_shape):
-    """`layer`'s `compute_output_shape`, or the shape of a symbolic call where it writes none."""
-    if _overrides(layer, "compute_output_shape"):
-        return tuple(layer.compute_output_shape(input_shape))
-    spec = layer.compute_output_spec(keras.KerasTensor(tuple(input_shape), dtype=layer.compute_dtype))
-    return tuple(spec.shape)
 
 
 __all__ = [

@@ -186,7 +186,32 @@ def protocol_layer():
     return model, rng.normal(size=(8, 6)).astype("float32"), labels()
 
 
+def functional_stages():
+    """Stages as functional sub-models, blocks inside: BasicBlocks, then `rk.Residual` around a convolution.
+
+    A student's shape from issue 40: `swap_blocks` across the stages' boundary
+    put a BasicBlock where a Residual had been called with `mask=None`, and
+    the BasicBlock, whose call takes no mask, failed with TypeError 'mask'.
+    """
+
+    def stage(name, make):
+        stage_inputs = keras.Input((8, 8, 4))
+        x = stage_inputs
+        for index in range(2):
+            x = make(f"{name}_block{index + 1}")(x)
+        return keras.Model(stage_inputs, x, name=name)
+
+    stage1 = stage("stage1", lambda name: rk.BasicBlock(4, name=name))
+    stage2 = stage("stage2", lambda name: rk.Residual(layers.Conv2D(4, 3, padding="same"), post="relu", name=name))
+    inputs = keras.Input(IMAGE)
+    x = layers.Conv2D(4, 3, padding="same", name="stem")(inputs)
+    x = layers.GlobalAveragePooling2D(name="pool")(stage2(stage1(x)))
+    outputs = layers.Dense(CLASSES, name="logits")(x)
+    return keras.Model(inputs, outputs, name="staged_net"), images(), labels()
+
+
 STUDENT_MODELS = {
+    "functional stages": functional_stages,
     "functional softmax": functional_softmax,
     "subclassed loop": subclassed_loop,
     "masked text": masked_text_classifier,

@@ -75,11 +75,13 @@ or `instrument(model, dataset)` with a `tf.data.Dataset` (or any iterable)
 of `(x, y)` batches: the instruments that measure one batch use its first,
 the lesion family averages over all of it (and takes an `(x, y)` tuple).
 
-The loss and the metric come from the model (`_losses`): `loss=` if given,
-else the loss of `model.compile`, else the cross-entropy that fits the
-output (logits or probabilities, binary for one unit); where none fits (an
-image output with neither `y` nor `loss`) the instruments refuse. The
-lesions' default metric is accuracy only for a classifier's output; a
+The loss and the metric come from the model (`_losses`, `_metrics`):
+`loss=` if given, else the loss of `model.compile`, else the cross-entropy
+that fits the output (logits or probabilities; binary for one unit, and per
+unit for a multi-label output: several sigmoids, or logits against
+multi-hot targets); where none fits (an image output with neither `y` nor
+`loss`) the instruments refuse. The lesions' default metric is accuracy
+only for a classifier's output (element-wise for a multi-label one); a
 regression or an image output is scored by its loss.
 
 No instrument changes its model: every variable (weights, BatchNorm
@@ -102,7 +104,7 @@ can store.
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `rank`, `landscape`, `scalar_chain`, `calibration`, `dynamics` (during
 training); `_blocks` finds the blocks (`blocks`), `_forward` runs the model with their
-calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and
+calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and `_metrics` the
 metric, `_state` restores the variables, `_autodiff` differentiates.
 """
 

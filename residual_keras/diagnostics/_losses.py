@@ -8,12 +8,17 @@ In order:
 2. the loss: `loss=` if given, else the loss of `model.compile`, else the
    cross-entropy that fits the output: logits or probabilities over the last
    axis (a softmax/sigmoid activation on the output layer, or values that
-   are probabilities), one unit = a binary classifier;
+   are probabilities), one unit = a binary classifier. Several sigmoid
+   units are a multi-label classifier, and so are logits scored against
+   multi-hot targets (rows of 0/1 that are not all one-hot): binary
+   cross-entropy per unit, the mean over the units, as
+   `keras.losses.binary_crossentropy`;
 3. targets when `y=None`: random labels in the form the loss reads
    (integers over the last axis, one-hot, or 0/1).
 
 Where none of these fits (an image output with neither `y` nor `loss`, a
-one-unit output that may be a logit or a probability) the instruments
+one-unit output that may be a logit or a probability, multi-hot targets for
+an output of a model without a graph whose values are all in [0, 1]) the instruments
 refuse with a ValueError that says what to pass instead of computing a
 number that means nothing.
 """
@@ -22,7 +27,8 @@ import keras
 import numpy as np
 from keras import ops
 
-KINDS = ("logits", "probabilities", "binary_logits", "binary_probabilities")
+KINDS = ("logits", "probabilities", "binary_logits", "binary_probabilities", "multilabel_probabilities",
+         "logits_or_probabilities")
 
 
 def _shapes(outputs):
@@ -194,10 +200,13 @@ def output_kind(model, output, index=None):
     """What the output is: one of KINDS, or None where no classifier loss fits.
 
     From the output layer's activation where the model has a graph to read
-    (softmax/sigmoid: probabilities, none: logits, anything else: None);
-    otherwise from the values (rows that are probability distributions).
-    Ranks above 3 (images) are classifiers only with an explicit softmax or
-    sigmoid.
+    (softmax: probabilities; sigmoid: binary, or multi-label with several
+    units; none: logits, of one class or, against multi-hot targets, of
+    several; anything else: None); otherwise from the values (rows that are
+    probability distributions; "logits_or_probabilities" where every value
+    is in [0, 1] but the rows do not sum to 1: logits against class labels,
+    refused against multi-hot targets). Ranks above 3 (images) are
+    classifiers only with an explicit softmax or sigmoid.
     """
     if "float" not in keras.backend.standardize_dtype(output.dtype):
         return None
@@ -210,8 +219,10 @@ def output_kind(model, output, index=None):
         return None
     values = np.asarray(ops.convert_to_numpy(ops.cast(output, "float32")))
     binary = units == 1
-    if activation in ("softmax", "sigmoid"):
+    if activation == "softmax":
         return "binary_probabilities" if binary else "probabilities"
+    if activation == "sigmoid":
+        return "binary_probabilities" if binary else "multilabel_probabilities"
     if activation == "linear":
         return "binary_logits" if binary else "logits"
     in_unit_range = bool(np.all((values >= 0) & (values <= 1)))
@@ -225,7 +236,31 @@ def output_kind(model, output, index=None):
         return "binary_logits"
     if in_unit_range and np.allclose(values.sum(axis=-1), 1.0, atol=1e-3):
         return "probabilities"
-    return "logits"
+    return "logits_or_probabilities" if in_unit_range else "logits"
+
+
+def is_multi_hot(y_true, y_pred):
+    """Whether `y_true` are multi-hot targets for `y_pred`: its shape, 0/1 values, not every row one-hot."""
+    if tuple(getattr(y_true, "shape", np.shape(y_true))) != tuple(y_pred.shape) or len(y_pred.shape) < 2:
+        return False
+    values = np.asarray(ops.convert_to_numpy(y_true), dtype="float64")
+    return bool(np.all((values == 0) | (values == 1)) and not np.all(values.sum(axis=-1) == 1))
+
+
+def _multilabel_refused(kind, y_true, y_pred):
+    """The error for targets a multi-label kind cannot read, or for multi-hot targets of an unknown output."""
+    if kind == "multilabel_probabilities":
+        return ValueError(
+            f"A sigmoid output of {y_pred.shape[-1]} units is read as a multi-label classifier, scored "
+            f"against multi-hot targets of its shape {tuple(y_pred.shape)}; got targets of shape "
+            f"{tuple(getattr(y_true, 'shape', np.shape(y_true)))}. Pass multi-hot y, or compile the model with its loss (or pass loss=)."
+        )
+    return ValueError(
+        "Multi-hot targets, but the output (of a model without a graph to read its activation) has "
+        "every value in [0, 1] with rows that do not sum to 1: cannot tell sigmoid probabilities from "
+        "logits. Compile the model with its loss or pass loss= (e.g. "
+        "keras.losses.BinaryCrossentropy(from_logits=True)) and a metric."
+    )
 
 
 def _binary_targets_like(y_true, y_pred):
@@ -233,11 +268,18 @@ def _binary_targets_like(y_true, y_pred):
 
 
 def kind_loss(kind):
-    """The per-example cross-entropy for an output of this kind."""
-    if kind in ("logits", "probabilities"):
-        from_logits = kind == "logits"
+    """The per-example cross-entropy for an output of this kind (binary per unit for multi-hot targets)."""
+    if kind in ("logits", "probabilities", "logits_or_probabilities", "multilabel_probabilities"):
 
         def crossentropy(y_true, y_pred):
+            multi_hot = is_multi_hot(y_true, y_pred)
+            if kind == "multilabel_probabilities" or (multi_hot and kind != "probabilities"):
+                if kind == "logits_or_probabilities" or tuple(y_true.shape) != tuple(y_pred.shape):
+                    raise _multilabel_refused(kind, y_true, y_pred)
+                # Multi-label: binary cross-entropy per unit, the mean over the units (as Keras').
+                return keras.losses.binary_crossentropy(
+                    ops.cast(y_true, y_pred.dtype), y_pred, from_logits=kind != "multilabel_probabilities")
+            from_logits = kind != "probabilities"
             if tuple(ops.shape(y_true)) == tuple(ops.shape(y_pred)):  # one-hot targets
                 return keras.losses.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
             return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
@@ -309,8 +351,10 @@ class Objective:
         return targets_of(y, self.model, self.names, self.index, self.count)
 
     def __call__(self, y_true, y_pred):
-        """The mean loss over the batch (float32 scalar)."""
+        """The mean loss over the batch (float32 scalar; computed in float32, as Keras' losses, under mixed precision)."""
         y_true = ops.convert_to_tensor(y_true)
+        if keras.backend.standardize_dtype(y_pred.dtype) in ("bfloat16", "float16"):
+            y_pred = ops.cast(y_pred, "float32")
         if len(y_true.shape) == len(y_pred.shape) - 1 and y_pred.shape[-1] == 1:
             y_true = ops.expand_dims(y_true, -1)  # labels (B,) for outputs (B, 1), as Keras' fit
         return ops.mean(ops.cast(self.function(y_true, y_pred), "float32"))
@@ -321,9 +365,9 @@ class Objective:
         shape = tuple(self.output.shape)
         name = "" if self.kind else _loss_name(self.function)
         units = 1 if len(shape) == 1 else shape[-1]
-        if self.kind in ("binary_logits", "binary_probabilities") or "binary" in name:
+        if self.kind in ("binary_logits", "binary_probabilities", "multilabel_probabilities") or "binary" in name:
             return rng.integers(0, 2, size=shape).astype("float32")
-        if self.kind in ("logits", "probabilities") or "sparsecategorical" in name or (
+        if self.kind in ("logits", "probabilities", "logits_or_probabilities") or "sparsecategorical" in name or (
             self.user_callable and len(shape) <= 3
         ):
             return rng.integers(0, units, size=shape[:-1])
@@ -343,126 +387,3 @@ def objective(model, outputs, loss=None, output_index=None):
     """The `Objective` for a model's outputs (as returned by calling the model)."""
     output, index, count = choose_output(model, outputs, output_index)
     return Objective(model, output, index, count, loss, names=ordered_outputs(model, outputs)[0])
-
-
-# Metrics ---------------------------------------------------------------------
-
-METRICS = ("accuracy", "crossentropy", "loss")
-
-
-def _accuracy(kind):
-    def accuracy(y_true, y_pred):
-        y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-        if kind in ("binary_logits", "binary_probabilities"):
-            threshold = 0.0 if kind == "binary_logits" else 0.5
-            predicted = (y_pred.reshape(len(y_pred), -1) > threshold).astype("int64")
-            return float(np.mean(predicted == y_true.reshape(len(y_true), -1).astype("int64")))
-        if y_true.shape == y_pred.shape:  # one-hot targets
-            y_true = np.argmax(y_true, axis=-1)
-        return float(np.mean(np.argmax(y_pred, axis=-1) == y_true))
-
-    return accuracy
-
-
-def _keras_metric(metric):
-    """A numpy metric(y_true, y_pred) -> float from a Keras metric (a fresh copy each time)."""
-
-    def value(y_true, y_pred):
-        if isinstance(metric, keras.metrics.Metric):
-            fresh = type(metric).from_config(metric.get_config())  # the model's own keeps its state
-            fresh.update_state(y_true, y_pred)
-            return float(ops.convert_to_numpy(fresh.result()))
-        return float(np.mean(ops.convert_to_numpy(metric(y_true, y_pred))))
-
-    return value
-
-
-def _compiled_metric(model, index, count, names=None):
-    """The first metric `model.compile` gave this output, or None."""
-    config = model.get_compile_config() if getattr(model, "compiled", False) else {}
-    metrics = (config or {}).get("metrics")
-    if not metrics:
-        return None
-    if isinstance(metrics, dict):
-        metrics = metrics.get(names[index]) if names and index is not None else None
-    elif count > 1 and isinstance(metrics, (list, tuple)) and all(
-        isinstance(entry, (list, tuple)) or entry is None for entry in metrics
-    ):
-        metrics = metrics[index] if index is not None and index < len(metrics) else None
-    if isinstance(metrics, (list, tuple)):
-        metrics = metrics[0] if metrics else None
-    if metrics is None:
-        return None
-    return metrics if isinstance(metrics, str) else keras.metrics.deserialize(metrics)
-
-
-def _scored_by_accuracy(model, output, index, count, names):
-    """Whether accuracy is the default metric of this output.
-
-    Not for an image output (rank 4 and up: a U-Net's, a super-resolution
-    net's, even with a sigmoid) nor for an output compiled with a loss that
-    is not a cross-entropy (MSE, MAE, Huber: a regression): those are scored
-    by their loss, which says whether a change helps or hurts.
-    """
-    if len(output.shape) > 3:
-        return False
-    compiled = _compiled_for(model, index, count, names)
-    return compiled is None or "crossentropy" in _loss_name(compiled)
-
-
-def resolve_metric(metric, model, output, index=None, count=1, names=None):
-    """(name, metric(y_true, y_pred) -> float on numpy arrays) for `lesion` and its kin.
-
-    None: the first metric `model.compile` gave this output, else accuracy
-    for a classifier output (one compiled, if at all, with a cross-entropy,
-    of rank at most 3), else the model's loss (regressions, images); "accuracy" and
-    "crossentropy" as fit the output (logits or probabilities, binary or
-    not); "loss": the model's loss (as `gradient_norms` uses it); another
-    string: `keras.metrics.get`; a Keras metric; or a callable.
-    """
-    if metric is None:
-        metric = _compiled_metric(model, index, count, names)
-        if metric is None and _scored_by_accuracy(model, output, index, count, names):
-            try:
-                return resolve_metric("accuracy", model, output, index, count, names)
-            except ValueError:
-                pass
-        if metric is None:
-            metric = "loss"
-    if isinstance(metric, keras.metrics.Metric):
-        return metric.name, _keras_metric(metric)
-    if isinstance(metric, str) and metric in ("accuracy", "acc", "crossentropy"):
-        kind = output_kind(model, output, index)
-        if kind is None:
-            raise ValueError(
-                f"metric={metric!r} needs a classifier output (logits or probabilities over "
-                f"the last axis); model {model.name!r}'s output has shape "
-                f"{tuple(output.shape)}. Pass another metric (a Keras metric name or a "
-                "callable metric(y_true, y_pred) -> float)."
-            )
-        if metric == "crossentropy":
-            function = kind_loss(kind)
-            return "crossentropy", lambda y_true, y_pred: float(
-                np.mean(ops.convert_to_numpy(function(ops.convert_to_tensor(y_true),
-                                                      ops.convert_to_tensor(y_pred)))))
-        return "accuracy", _accuracy(kind)
-    if metric == "loss":
-        loss = Objective(model, output, index, count, names=names)
-        return "loss", lambda y_true, y_pred: float(
-            ops.convert_to_numpy(loss(y_true, ops.convert_to_tensor(y_pred))))
-    if isinstance(metric, str):
-        try:
-            found = keras.metrics.get(metric)
-        except ValueError:
-            raise ValueError(
-                f"Unknown metric={metric!r}. Accepted: None (the model's), "
-                f"{', '.join(map(repr, METRICS))}, a Keras metric name or object, or a callable "
-                "metric(y_true, y_pred) -> float on numpy arrays."
-            ) from None
-        return metric, _keras_metric(found)
-    if callable(metric):
-        return getattr(metric, "__name__", "metric"), metric
-    raise ValueError(
-        f"Unknown metric={metric!r}. Accepted: None (the model's), {', '.join(map(repr, METRICS))}, "
-        "a Keras metric name or object, or a callable metric(y_true, y_pred) -> float."
-    )

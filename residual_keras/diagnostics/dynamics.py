@@ -11,7 +11,8 @@ batch and in inference mode (so that nothing of the model changes):
   stream it is added to, ||f_l(x)|| / ||shortcut(x)|| (over the real
   positions where the block is called with a padding mask), averaged over
   the block's steps (a Transformer block's attention and feed-forward:
-  `stream_contributions`); None for plain blocks;
+  `stream_contributions`); None for plain blocks and for layers without
+  the residual protocol named in `blocks=`;
 - per block, `identity_scalar`: the block's identity scale (the residual
   protocol, `residual_keras.residual`): the number that makes an
   identity-initialised block start as the identity and lets it leave it:
@@ -22,6 +23,9 @@ batch and in inference mode (so that nothing of the model changes):
   the blocks have written into the stream, x_L - x_0, at the stream's
   scale and scale-free, and its size relative to x_0 (`stream_delta_rank`):
   0 at the start for identity-initialised networks, rising as they train.
+  Where the stream changes shape it is x_e - x_s over the last span of
+  same-shape blocks (a last block that downsamples is not in it); None
+  where every block changes the shape.
 
 Every block the instruments find counts, a student's own included: the
 callback reads them through the residual protocol.
@@ -50,7 +54,7 @@ from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.rank import channels_axis, delta_rank_of
 from residual_keras.diagnostics.stream import walk_steps
-from residual_keras.residual import identity_scale
+from residual_keras.residual import ResidualBlock, identity_scale
 
 FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight_grad_norm",
           "update_ratio", "branch_ratio", "identity_scalar", "delta_rank", "delta_effective_rank", "delta_size")
@@ -124,6 +128,9 @@ class TrainingDynamics(keras.callbacks.Callback):
         the block's residual steps (as `stream_contributions`); None for a plain block."""
         ratios = []
         for position in range(len(forward.blocks)):
+            if not isinstance(forward.blocks[position], ResidualBlock):  # a layer named in blocks=: no steps
+                ratios.append(None)
+                continue
             mask = padding_mask_at(trace, position)
             walked = walk_steps(forward, trace, position)
             if not all(step.residual for step, *_ in walked):
@@ -161,8 +168,9 @@ class TrainingDynamics(keras.callbacks.Callback):
                 "weight_grad_norm": float(flow["block_weight_grad_norms"][index]),
                 "update_ratio": updates[index], "branch_ratio": branch[index],
                 "identity_scalar": identity_scale(block),
-                "delta_rank": delta["rank"], "delta_effective_rank": delta["effective_rank"],
-                "delta_size": delta["relative_size"],
+                "delta_rank": delta["rank"] if delta else None,
+                "delta_effective_rank": delta["effective_rank"] if delta else None,
+                "delta_size": delta["relative_size"] if delta else None,
             })
         self._write()
         self.seconds += time.perf_counter() - start

@@ -18,9 +18,14 @@ A removed block becomes what the residual protocol says
 block's LayerNorms), else each residual step `post(shortcut(x))`:
 `ReLU(shortcut(x))` for the original blocks (`BasicBlock`,
 `BottleneckBlock`, `FixupBasicBlock`), `shortcut(x)` for
-`PreActBasicBlock`, `post(shortcut(x))` for a `Residual`. A plain block (or
-any other layer passed in `blocks`) becomes the identity where its output
-has its input's shape and cannot be removed where the shape changes.
+`PreActBasicBlock`, `post(shortcut(x))` for a `Residual`. A plain block
+becomes the identity where its output has its input's shape and cannot be
+removed where the shape changes. Any other layer named in `blocks=` (one
+without the residual protocol, such as keras-hub's `TransformerDecoder`) is
+removed whole, as Veit et al. remove a block: it becomes the identity where
+its output has its input's shape, and cannot be removed where the shape
+changes. `lesion`, `delete_blocks` and `swap_blocks` take such layers;
+`lesion_sublayers` needs each block's residual steps and refuses them.
 Everything runs in inference mode, with the masks each block was called
 with; the whole model runs with the removed block's call replaced
 (`_forward`), so nothing of the model is cut out or modified.
@@ -29,6 +34,7 @@ Data: `(model, x, y)`, `(model, (x, y))` or `(model, dataset)`, as every
 instrument takes it (`_inputs`).
 """
 
+import inspect
 from typing import Optional, Sequence
 
 import keras
@@ -38,11 +44,11 @@ from keras import ops
 from residual_keras.checks import check_positive_int
 from residual_keras._types import Batches, BlockNames, MetricLike, Results
 from residual_keras._types import ArrayLike
-from residual_keras.diagnostics import _inputs, _losses
+from residual_keras.diagnostics import _inputs, _losses, _metrics
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
-from residual_keras.residual import _apply, lesioned, residual_steps
+from residual_keras.residual import ResidualBlock, _apply, lesioned, residual_steps
 
 
 def _shape(tensor):
@@ -57,6 +63,11 @@ def _lesioned_block(block, call, input_shape, output_shape):
     arguments of each call it replaces (each batch's masks).
     """
     call_args, call_kwargs = call
+    if not isinstance(block, ResidualBlock):  # any other layer named in blocks=: removed whole
+        if input_shape == output_shape:
+            return (lambda x, *args, **kwargs: x), "identity (the whole layer)"
+        return None, (f"not a residual block, and its shape changes {(None, *input_shape)} -> "
+                      f"{(None, *output_shape)}")
     function, description = lesioned(block, *call_args, **call_kwargs)
     if function is not None:
         def without_branches(x, *args, **kwargs):
@@ -66,6 +77,13 @@ def _lesioned_block(block, call, input_shape, output_shape):
     if input_shape == output_shape:
         return (lambda x, *args, **kwargs: x), "identity"
     return None, f"shape changes {(None, *input_shape)} -> {(None, *output_shape)}"
+
+
+def _takes(block, argument):
+    """Whether the block's class `call` takes a keyword `argument` (a `mask` that another block was given)."""
+    parameters = inspect.signature(type(block).call).parameters
+    return argument in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
 
 
 def _keeps_shape(trace, index):
@@ -91,7 +109,7 @@ class _Study:
         outputs = self.trace.model_outputs
         output, self.index, self.count = _losses.choose_output(model, outputs, output_index)
         self.output_names = _losses.ordered_outputs(model, outputs)[0]
-        self.metric_name, self.metric_fn = _losses.resolve_metric(
+        self.metric_name, self.metric_fn = _metrics.resolve_metric(
             metric, model, output, self.index, self.count, self.output_names)
 
     @property
@@ -154,9 +172,12 @@ def lesion(
         metric: None (the first metric `model.compile` gave the output,
             else accuracy for a classifier output, else the model's loss),
             "accuracy" (argmax against integer or one-hot targets; for a
-            one-unit output, logit > 0 or probability > 0.5; for a language
-            model over all positions), "crossentropy" (of logits or of
-            probabilities, as the output is), "loss" (the loss of
+            one-unit output, logit > 0 or probability > 0.5, and so on every
+            unit, element-wise, of a multi-label output: several sigmoids,
+            logits against multi-hot targets, or a compiled binary
+            cross-entropy; for a language model over all positions),
+            "crossentropy" (of logits or of probabilities, as the output
+            is; binary per unit for a multi-label output), "loss" (the loss of
             `model.compile`, else that cross-entropy), a Keras metric (name
             or object; a fresh copy, the model's own keeps its state) or a
             callable `metric(y_true, y_pred)` on numpy arrays returning a
@@ -311,8 +332,12 @@ def swap_blocks(
     study = _Study(model, x, y, batch_size, metric, blocks, output_index)
     chosen = study.forward.blocks
 
-    def run(block):  # a block in another's place, called with the arguments of that place
-        return lambda stream, *args, **kwargs: block(stream, *args, training=False, **kwargs)
+    def run(block):  # a block in another's place, called with the arguments of that place it takes
+        def in_place(stream, *args, **kwargs):
+            taken = {key: value for key, value in kwargs.items() if _takes(block, key)}
+            return block(stream, *args, training=False, **taken)
+
+        return in_place
 
     trace = study.trace
     pairs = [  # both keep their shape, and take inputs of one shape (nothing between them reshapes)

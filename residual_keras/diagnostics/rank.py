@@ -22,10 +22,17 @@ stream's width. Two ranks:
   normalised singular values of x_L - x_0; scale-free, so it counts the
   directions of even a tiny change (0 only for the zero matrix).
 
-Where the stream changes shape (the stages of a CIFAR ResNet), x_L - x_0
-has no meaning; the change is measured from the first stream point that has
-x_L's shape (the input of the last stage's same-shape blocks), and
-`from_point` says which.
+Where the stream changes shape (the stages of a CIFAR ResNet, a last block
+that downsamples), x_L - x_0 has no meaning. The change is then measured
+over the last span of blocks that keep the stream's shape: x_e - x_s, where
+x_e is the last stream point that a same-shape block produced (x_L unless
+the last block changes the shape) and x_s the first point of the run of
+points of x_e's shape that ends there (`from_point` s, `to_point` e). A CIFAR
+ResNet whose last stage ends in its same-shape blocks is measured over that
+stage (s = the stage's first block's output); one whose last block
+downsamples (depth 8: one block a stage) over the last stage that keeps its
+shape. A net in which every block changes the shape has no such span:
+`stream_delta_rank` refuses it, and `TrainingDynamics` records None.
 """
 
 import keras
@@ -63,18 +70,37 @@ def effective_rank(singular_values):
     return float(np.exp(-np.sum(shares * np.log(shares))))
 
 
+def same_shape_span(shapes):
+    """(s, e): the last run of consecutive stream points of one shape with a block between them, or None.
+
+    e is the last point whose predecessor has its shape (a block that keeps
+    the shape produced it); s the first point of the run of that shape
+    ending at e. None when every block changes the shape.
+    """
+    shapes = [tuple(shape) for shape in shapes]
+    end = next((point for point in range(len(shapes) - 1, 0, -1) if shapes[point] == shapes[point - 1]), None)
+    if end is None:
+        return None
+    start = end
+    while start > 0 and shapes[start - 1] == shapes[end]:
+        start -= 1
+    return start, end
+
+
 def delta_rank_of(trace, axis, tolerance):
-    """The ranks of x_L - x_s for one recorded run (see `stream_delta_rank`)."""
-    last = trace.points[-1]
-    start = next(point for point, tensor in enumerate(trace.points) if tuple(tensor.shape) == tuple(last.shape))
-    mask = padding_mask_at(trace, len(trace.points) - 2) if len(trace.points) > 1 else None
-    final = _rows(last, axis, mask)
+    """The ranks of x_e - x_s for one recorded run (see `stream_delta_rank`); None where there is no span."""
+    span = same_shape_span(tensor.shape for tensor in trace.points)
+    if span is None:
+        return None
+    start, end = span
+    mask = padding_mask_at(trace, end - 1)  # the mask of the block that produced x_e
+    final = _rows(trace.points[end], axis, mask)
     delta = final - _rows(trace.points[start], axis, mask)
     if not (np.all(np.isfinite(delta)) and np.all(np.isfinite(final))):
-        return {"from_point": start, "rank": None, "effective_rank": float("nan"),
+        return {"from_point": start, "to_point": end, "rank": None, "effective_rank": float("nan"),
                 "relative_size": float("nan"), "width": int(final.shape[1]), "singular_values": None}
     singular = np.linalg.svd(delta, compute_uv=False)
-    # The stream's scale is x_L's; where x_L is zero (a stream that died), x_s's: the change is then all
+    # The stream's scale is x_e's; where x_e is zero (a stream that died), x_s's: the change is then all
     # of x_s, of its full rank, not "no change".
     scale = float(np.linalg.norm(final, 2)) if final.size else 0.0
     if scale == 0 and final.size:
@@ -82,6 +108,7 @@ def delta_rank_of(trace, axis, tolerance):
     start_norm = float(np.linalg.norm(final - delta))
     return {
         "from_point": start,
+        "to_point": end,
         "rank": int(np.sum(singular > tolerance * scale)) if scale > 0 else 0,
         "effective_rank": effective_rank(singular),
         "relative_size": float(np.linalg.norm(delta)) / start_norm if start_norm > 0 else float("nan"),
@@ -109,24 +136,33 @@ def stream_delta_rank(
         model: keras.Model with residual blocks (any shape the instruments
             measure).
         x: a batch of model inputs, or a dataset whose first batch is used.
-        tolerance: float. A singular value of x_L - x_0 counts towards `rank`
-            when above `tolerance` times the largest singular value of x_L.
+        tolerance: float. A singular value of x_e - x_s counts towards `rank`
+            when above `tolerance` times the largest singular value of x_e.
             Default 1e-3.
         training: bool. Mode of BatchNorm/Dropout. Default False.
         blocks: optional list of layer names (or layers) to use as blocks.
 
     Returns:
         dict with `model`, `names` (L block names), `from_point` (s: the
-        change is x_L - x_s, s = 0 unless the stream changes shape), `rank`
+        change is x_e - x_s, s = 0 unless the stream changes shape),
+        `to_point` (e: L unless the last block changes the shape), `rank`
         (int; None when the stream is not finite), `effective_rank`
         (float), `width` (the stream's channels: the largest possible rank),
-        `relative_size` (||x_L - x_s||_F / ||x_s||_F) and `singular_values`
-        (of x_L - x_s, largest first).
+        `relative_size` (||x_e - x_s||_F / ||x_s||_F) and `singular_values`
+        (of x_e - x_s, largest first). `ValueError` where every block
+        changes the stream's shape (no span to measure a change over).
     """
     if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 1):
         raise ValueError(f"tolerance must be a number in (0, 1), got {tolerance!r}.")
     x = _inputs.one_batch(x)[0]
     forward = Forward(model, blocks)
     trace = forward.run(x, training=training)
-    return {"model": forward.model_name, "names": list(forward.names),
-            **delta_rank_of(trace, channels_axis(forward.blocks), tolerance)}
+    measured = delta_rank_of(trace, channels_axis(forward.blocks), tolerance)
+    if measured is None:
+        shapes = " -> ".join(str(tuple(point.shape[1:])) for point in trace.points)
+        raise ValueError(
+            f"Every block of model {forward.model_name!r} changes the stream's shape ({shapes}): "
+            "there is no span of same-shape blocks whose change x_e - x_s has a rank. Pass "
+            "blocks= with blocks that keep the shape."
+        )
+    return {"model": forward.model_name, "names": list(forward.names), **measured}

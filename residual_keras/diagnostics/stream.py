@@ -93,6 +93,9 @@ def stream_contributions(
     ||f(x)|| / ||shortcut(x)||. ReZero blocks start at exactly 0; Pre-LN
     blocks with GPT-2's scaled output projections start small; in a plain
     twin the "update" replaces the stream (the ratio is ||f(x)|| / ||x||).
+    Where an example's stream is exactly 0 (a ReLU after the addition can
+    zero a narrow stream) the ratio has no value: NaN where the step writes
+    0 too, inf where it writes something.
 
     Args:
         model: keras.Model with blocks (e.g. `transformer_lm`); every block

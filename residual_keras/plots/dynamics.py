@@ -29,7 +29,9 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
         blocks' mean update-to-weight ratio per epoch, the mean
         branch-to-stream ratio, the mean identity scalar (ReZero alpha,
         zero gamma, Fixup scale) of the models that have one, and the rank
-        of x_L - x_0 (`delta_rank`; 0 while every block is the identity).
+        of x_L - x_0 (`delta_rank`; 0 while every block is the identity;
+        x_e - x_s over the last span of same-shape blocks where the stream
+        changes shape, see `stream_delta_rank`).
     """
     if results and isinstance(results[0], dict):
         results = [results]
@@ -39,7 +41,7 @@ def dynamics(results: Sequence[Sequence[dict[str, Optional[float]]]], labels: La
         ("update_ratio", r"update $\|\Delta W\| / \|W\|$ per epoch (mean of blocks)", True),
         ("branch_ratio", r"branch / stream $\|f(x)\| / \|x\|$ (mean of blocks)", True),
         ("identity_scalar", "identity scalar (alpha, |gamma|, scale; mean)", False),
-        ("delta_rank", r"rank of $x_L - x_0$ (at the stream's scale)", False),
+        ("delta_rank", r"rank of $x_e - x_s$, the last same-shape span", False),
     )
     figure, axes = _panels(title or "While training: gradient, updates, branches, identity scalars, rank",
                            banner, len(panels), panel_width=4.0, subtitle=subtitle)

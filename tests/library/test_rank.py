@@ -147,3 +147,66 @@ def test_training_dynamics_records_the_rank_rising_from_0(tmp_path):
     assert all(row["delta_rank"] == 0 and row["delta_size"] == 0 for row in first)
     assert all(row["delta_rank"] > 0 and row["delta_size"] > 0 for row in last)
     assert last[0]["delta_rank"] == stream_delta_rank(model, VECTORS)["rank"]
+
+
+def _downsampling_last(identity_init, width=12):
+    """Three same-shape Dense blocks, then a last block that halves the width (a projection shortcut)."""
+    inputs = keras.Input((width,))
+    x = inputs
+    for index in range(3):
+        x = Residual(layers.Dense(width, use_bias=False), identity_init=identity_init, name=f"block{index}")(x)
+    x = Residual(layers.Dense(width // 2, use_bias=False), shortcut=layers.Dense(width // 2, use_bias=False),
+                 identity_init=identity_init, name="narrowing")(x)
+    return keras.Model(inputs, layers.Dense(3)(x))
+
+
+def test_a_last_block_that_changes_the_shape_is_measured_over_the_span_before_it():
+    """x_L has a shape no other point has: the change is x_3 - x_0, over the three same-shape blocks (by hand)."""
+    keras.utils.set_random_seed(0)
+    model = _downsampling_last(False)
+    result = stream_delta_rank(model, VECTORS)
+    assert (result["from_point"], result["to_point"]) == (0, 3)
+    x_3 = keras.Model(model.input, model.get_layer("block2").output)(VECTORS)
+    delta = keras.ops.convert_to_numpy(x_3).astype("float64") - VECTORS
+    np.testing.assert_allclose(result["singular_values"], np.linalg.svd(delta, compute_uv=False),
+                               rtol=1e-4, atol=1e-6)
+    assert result["rank"] == 12 and result["width"] == 12
+
+
+def test_the_rank_rises_from_0_in_a_trained_net_whose_last_block_downsamples():
+    """Issue 40, case 1: on the old code x_L - x_L was measured, rank 0 at every epoch of training."""
+    keras.utils.set_random_seed(0)
+    model = _downsampling_last(True)
+    model.compile(optimizer=keras.optimizers.SGD(0.5),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    labels = np.random.default_rng(3).integers(0, 3, size=len(VECTORS))
+    dynamics = TrainingDynamics(VECTORS, labels)
+    assert stream_delta_rank(model, VECTORS)["rank"] == 0
+    model.fit(VECTORS, labels, epochs=3, batch_size=16, verbose=0, callbacks=[dynamics])
+    first = [row for row in dynamics.rows if row["epoch"] == 0]
+    last = [row for row in dynamics.rows if row["epoch"] == 3]
+    assert all(row["delta_rank"] == 0 and row["delta_size"] == 0 for row in first)
+    assert all(row["delta_rank"] > 0 and row["delta_size"] > 0 for row in last)
+    assert stream_delta_rank(model, VECTORS)["rank"] == last[0]["delta_rank"] > 0
+
+
+def test_a_depth_8_cifar_resnet_is_measured_over_its_first_stage():
+    """The quick preset's depth-8 net: one block a stage, the last two downsample; the span is stage 1."""
+    keras.utils.set_random_seed(0)
+    model = cifar_resnet(8, width=4, input_shape=(16, 16, 3))
+    result = stream_delta_rank(model, IMAGES)
+    assert (result["from_point"], result["to_point"]) == (0, 1) and result["rank"] > 0
+
+
+def test_a_net_whose_every_block_changes_the_shape_is_refused():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((12,))
+    x = Residual(layers.Dense(6), shortcut=layers.Dense(6), name="first")(inputs)
+    x = Residual(layers.Dense(3), shortcut=layers.Dense(3), name="second")(x)
+    model = keras.Model(inputs, x)
+    with pytest.raises(ValueError, match="Every block of model .* changes the stream's shape"):
+        stream_delta_rank(model, VECTORS)
+    dynamics = TrainingDynamics(VECTORS)
+    dynamics.set_model(model)
+    dynamics.on_epoch_begin(0)  # records epoch 0
+    assert all(row["delta_rank"] is None for row in dynamics.rows)

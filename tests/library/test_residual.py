@@ -48,8 +48,27 @@ def _mlp(width=6):
     ids=["x+f", "relu-after", "plain", "identity-init", "projection-post-ln"],
 )
 def test_residual_passes_the_layer_checks(tmp_path, kwargs, expected_shape):
-    # Mixed precision: a branch keeps the policy it was made with (below).
-    run_layer_test(Residual, kwargs, X, expected_shape, tmp_path, run_mixed_precision=False)
+    # Mixed precision on: the branch is deserialized under float32, the block computes in bfloat16/float16.
+    run_layer_test(Residual, kwargs, X, expected_shape, tmp_path)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_branch_made_under_float32_works_in_a_mixed_block(policy):
+    """Issue 40, case 3: Residual(Dense(8), dtype="mixed_bfloat16") failed on its first call (bf16 + f32)."""
+    keras.utils.set_random_seed(0)
+    branch = layers.Dense(6)
+    block = Residual(branch, shortcut=layers.Dense(6, use_bias=False), post=layers.LayerNormalization(),
+                     identity_init=True, dtype=policy)
+    block.build(X.shape)
+    block.alpha.assign(0.5)
+    output = block(X)
+    compute = policy.removeprefix("mixed_")
+    assert keras.backend.standardize_dtype(output.dtype) == compute
+    x = keras.ops.convert_to_tensor(X)
+    by_hand = block.post(block.shortcut(x) + 0.5 * branch(x))  # all in float32
+    np.testing.assert_allclose(_numpy(keras.ops.cast(output, "float32")), _numpy(by_hand), atol=0.05)
+    plain = Residual(layers.Dense(6), dtype=policy)
+    assert keras.backend.standardize_dtype(plain(X).dtype) == compute
 
 
 def test_under_a_mixed_policy_the_block_computes_in_bfloat16_and_alpha_stays_float32():

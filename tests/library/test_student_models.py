@@ -376,3 +376,20 @@ def test_what_an_instrument_needs_is_said_in_one_line():
         d.lesion(model, ids)
     with pytest.raises(ValueError, match="x and y differ in length: 8 != 3"):
         d.lesion(model, ids, labels(3))
+
+
+def test_swap_blocks_across_functional_stages_matches_a_hand_swap():
+    """Issue 40, case 5: a swap across the boundary of two functional stages (BasicBlock <-> Residual)."""
+    keras.utils.set_random_seed(0)
+    model, x, y = STUDENT_MODELS["functional stages"]()
+    result = d.swap_blocks(model, x, y, metric="loss")
+    assert ["stage1_block2", "stage2_block1"] in result["pairs"]
+    order = ["stage1_block1", "stage2_block1", "stage1_block2", "stage2_block2"]
+    stage1, stage2 = model.get_layer("stage1"), model.get_layer("stage2")
+    blocks = {**{layer.name: layer for layer in stage1.layers}, **{layer.name: layer for layer in stage2.layers}}
+    stream = model.get_layer("stem")(x)
+    for name in order:
+        stream = blocks[name](stream, training=False)
+    logits = model.get_layer("logits")(model.get_layer("pool")(stream))
+    swapped = result["swapped"][result["pairs"].index(["stage1_block2", "stage2_block1"])]
+    assert swapped == pytest.approx(_crossentropy(y, logits), rel=1e-5)
