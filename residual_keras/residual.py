@@ -53,6 +53,7 @@ import numpy as np
 from keras import layers, ops
 
 from residual_keras.checks import check_bool
+from residual_keras._sublayers import SublayersShown
 from residual_keras._wrapped_layers import _accepts, _build, _deserialize, _layer_or_activation, _output_shape, _serialize
 from residual_keras._types import Activation, ArrayLike
 
@@ -228,7 +229,7 @@ def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tol
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class Residual(layers.Layer):
+class Residual(SublayersShown, layers.Layer):
     """Any Keras layer or model `f` as a residual block: `y = post(shortcut(x) + f(x))`.
 
     - `Residual(f)`: `y = x + f(x)`.
@@ -266,6 +267,13 @@ class Residual(layers.Layer):
         identity_init: bool. Scale the branch by a trainable scalar that
             starts at 0. Needs `residual=True`. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: a tensor of the shape the branch takes (and the shortcut).
+        training: bool or None. Passed to the branch, the shortcut and
+            `post` (dropout, BatchNorm). Default None: Keras' learning phase.
+        mask: a Keras mask of the inputs, or None: passed to the branch and
+            the shortcut where they take one, and on to the next layer.
 
     Example:
         >>> branch = keras.Sequential([keras.layers.Dense(16, activation="relu"), keras.layers.Dense(8)])

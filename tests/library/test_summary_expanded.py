@@ -47,6 +47,13 @@ def _nested_rows(text, block):
     return rows
 
 
+def _residual_mlp():
+    inputs = keras.Input((6,))
+    block = rk.Residual(keras.layers.Dense(4, name="branch_dense"), shortcut=keras.layers.Dense(4, name="shortcut_dense"),
+                        name="block1")
+    return keras.Model(inputs, block(inputs))
+
+
 def test_resnet20_summary_shows_each_blocks_convolutions_with_their_parameters():
     text = _summary(rk.cifar_resnet(20))
     first = _nested_rows(text, "stage1_block1")
@@ -64,6 +71,7 @@ def test_resnet20_summary_shows_each_blocks_convolutions_with_their_parameters()
     (lambda: rk.transformer_lm(11, 8, 1, embed_dim=8, num_heads=2), "block1",
      {"attention_norm", "feedforward_norm", "attention_qkv", "attention_output", "feedforward_intermediate",
       "feedforward_output"}),
+    (lambda: _residual_mlp(), "block1", {"branch_dense", "shortcut_dense"}),
 ])
 def test_every_kind_of_block_opens_in_the_summary(make, block, expected):
     rows = _nested_rows(_summary(make()), block)

@@ -285,10 +285,11 @@ def fit_with_backup(model, epoch_data, *, run, model_id, epochs, curve_data=None
         for epoch in range(first_epoch, epochs):
             epoch_start = time.perf_counter()
             history = model.fit(
-                epoch_data(epoch),  # a dataset: it orders its batches itself (no shuffle= here)
+                epoch_data(epoch),
                 initial_epoch=epoch,
                 epochs=epoch + 1,
                 callbacks=callbacks,
+                shuffle=False,  # a dataset orders its batches itself (fit's default True only warns)
                 verbose=verbose,
             ).history
             row = {"epoch": epoch, "seconds": round(time.perf_counter() - epoch_start, 3)}
