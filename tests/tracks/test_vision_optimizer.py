@@ -92,3 +92,15 @@ def test_the_groups_apply_to_fixup_only_and_replace_the_models_l2_penalty():
 def test_a_negative_decay_is_refused():
     with pytest.raises(ValueError, match="coupled_weight_decay must be >= 0, got -1"):
         FixupSGD(LR, coupled_weight_decay=-1.0)
+
+
+def test_the_summary_states_each_variants_recipe():
+    from tracks.vision.report import recipe_line
+
+    nonorm = recipe_line(PRESETS["nonorm"])
+    assert "lr 0.05 (step, no warm-up)" in nonorm and "batch 64" in nonorm
+    assert "except fixup: the official Fixup code's groups (the classifier's bias at lr/10" in nonorm
+    # Without the fixup variant (or without the groups) no run claims them.
+    assert "fixup" not in recipe_line(dataclasses.replace(PRESETS["nonorm"], variants=("plain-nonorm",)))
+    assert "fixup" not in recipe_line(dataclasses.replace(PRESETS["nonorm"], fixup_groups=False))
+    assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(PRESETS["quick"])
