@@ -34,7 +34,7 @@ from tracks.common.seeds import (
 )
 from tracks.common.training import read_metrics_rows
 from tracks.vision.experiment import PATH_IMAGES
-from tracks.vision.findings import vision_findings
+from tracks.vision.findings import training_rate_sentence, vision_findings
 
 
 def series_label(entry):
@@ -336,7 +336,8 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
                      f"images), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
                      f"(its initialisation, training subset and batch order). Device: {first.get('device')}. "
                      f"{recipe_line(config)} Train error is the last epoch's running "
-                     "error on augmented batches; test error the whole test set, at the end."),
+                     "error on augmented batches; test error the whole test set, at the end."
+                     + (f"\n\n**{rate}**" if (rate := training_rate_sentence(per_seed)) else "")),
         table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
         figures=[("Training curves: mean ± std over the seeds", "training_curves.png")],
     )
