@@ -11,7 +11,9 @@ that records, at every step, before the update:
 - each block's branch ratio rms(f(x)) / rms(x) and its output's rms;
 - every Fixup scalar's value (stem and head biases, each block's b1..b4, s);
 - the logits' standard deviation and largest magnitude, the classifier's
-  kernel norm and bias.
+  kernel norm and bias;
+- the share of the batch's images whose stream is all zeros at some block's
+  input (a ReLU after the addition shut for the whole image).
 
     python scripts/trace_nonorm.py --variant fixup --seed 0 --trace-epochs 2 --out traces/fixup-s0
 
@@ -111,6 +113,11 @@ def main(argv=None):
         for name, block_input, branch in zip(names, inputs, branches):
             stats[f"ratio/{name}"] = rms(branch(block_input)) / rms(block_input)
         stats["stream_out"] = rms(inputs[-1])
+        # An image whose stream is all zeros at some block's input (every ReLU after an addition shut):
+        # what the per-image branch ratio of the instruments reads as about 1e30.
+        per_image = tf.stack([tf.sqrt(tf.reduce_mean(tf.square(block_input), axis=[1, 2, 3]))
+                              for block_input in inputs], axis=1)  # (batch, blocks)
+        stats["dead_images"] = tf.reduce_mean(tf.cast(tf.reduce_min(per_image, axis=1) < 1e-6, tf.float32))
         optimizer.apply_gradients(zip(grads, variables))
         return stats
 
@@ -126,7 +133,8 @@ def main(argv=None):
         print(f"{spec.id} seed {config.seed} epoch {epoch + 1}: loss {last['loss']:.3f} "
               f"acc {np.mean([r['accuracy'] for r in rows[-steps_per_epoch:]]):.3f} "
               f"grad {last['grad_norm']:.3g} max ratio "
-              f"{max(last[f'ratio/{n}'] for n in names):.3g} logit std {last['logit_std']:.3g}", flush=True)
+              f"{max(last[f'ratio/{n}'] for n in names):.3g} logit std {last['logit_std']:.3g} "
+              f"dead images {np.mean([r['dead_images'] for r in rows[-steps_per_epoch:]]):.3f}", flush=True)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "trace.csv", "w", newline="") as handle:
@@ -134,7 +142,8 @@ def main(argv=None):
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, names, [name for name, _ in scalars], out / "trace.png",
-         f"{spec.id}, {config.data} seed {config.seed}, lr {config.learning_rate} (nonorm preset)")
+         f"{spec.id}, {config.data} seed {config.seed}, lr {config.learning_rate} {config.schedule}, "
+         f"warm-up {config.warmup_steps} (nonorm preset)")
 
 
 def _scalar_layers(model):
@@ -157,6 +166,7 @@ def plot(rows, names, scalar_names, path, title):
     ax.plot(steps, [r["loss"] for r in rows], label="batch loss")
     ax.plot(steps, [10 * r["lr"] for r in rows], label="10 x learning rate")
     ax.plot(steps, [r["accuracy"] for r in rows], label="batch accuracy", alpha=0.6)
+    ax.plot(steps, [r["dead_images"] for r in rows], label="share of images with a zero stream", color="black")
     ax.axhline(math.log(10), color="grey", ls=":", label="ln 10 (chance loss)")
     ax.set_ylim(0, 4)
     ax.set_title("loss, accuracy, learning rate")
