@@ -27,6 +27,8 @@ def test_a_net_trained_when_at_least_15_points_below_the_plain_net_and_not_diver
     sentence = training_rate_sentence(per_seed)
     assert "fixup-56 trained on 3 of 4 seeds (not on seed 2)" in sentence
     assert "preact-zero-nonorm-56 trained on 3 of 4 seeds (not on seed 0)" in sentence
+    two_failed = training_rate_sentence(per_seed + [(4, _seed(0.90, 0.89, 0.50))])
+    assert "fixup-56 trained on 3 of 5 seeds (not on seeds 2, 4)" in two_failed
 
 
 def test_without_the_plain_bar_no_rate_is_claimed():

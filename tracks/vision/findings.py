@@ -389,7 +389,7 @@ def training_rate_sentence(per_seed):
     for model_id, outcomes in training_rates(per_seed).items():
         failed = [str(seed) for seed, trained in outcomes if not trained]
         parts.append(f"{model_id} trained on {len(outcomes) - len(failed)} of {len(outcomes)} seeds"
-                     + (f" (not on seed {', '.join(failed)})" if failed else ""))
+                     + (f" (not on seed{'s' if len(failed) > 1 else ''} {', '.join(failed)})" if failed else ""))
     if not parts:
         return ""
     return ("Without normalisation: " + "; ".join(parts) + f". Trained: a final training error at least "
