@@ -147,11 +147,17 @@ def main(argv=None):
 
 
 def _scalar_layers(model):
-    from residual_keras.diagnostics._blocks import _walk
-    from residual_keras.fixup import ScalarBias, ScalarScale
+    """(block name or "", layer) for every Fixup scalar: the stem's and head's biases, each block's b1..b4, s."""
+    from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
 
-    return [("/".join(path[:-1]), layer) for layer, path in _walk(model)
-            if isinstance(layer, (ScalarBias, ScalarScale))]
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, (ScalarBias, ScalarScale)):
+            found.append(("", layer))
+        elif isinstance(layer, FixupBasicBlock):
+            found += [(layer.name, scalar) for scalar in (layer.bias1, layer.bias2, layer.bias3, layer.scale,
+                                                          layer.bias4)]
+    return found
 
 
 def plot(rows, names, scalar_names, path, title):
