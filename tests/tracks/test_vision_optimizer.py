@@ -98,7 +98,7 @@ def test_the_summary_states_each_variants_recipe():
     from tracks.vision.report import recipe_line
 
     nonorm = recipe_line(PRESETS["nonorm"])
-    assert "lr 0.05 (step, no warm-up)" in nonorm and "batch 64" in nonorm
+    assert "lr 0.1 (cosine, 156 warm-up steps)" in nonorm and "batch 64" in nonorm
     assert "except fixup: the official Fixup code's groups (the classifier's bias at lr/10" in nonorm
     # Without the fixup variant (or without the groups) no run claims them.
     assert "fixup" not in recipe_line(dataclasses.replace(PRESETS["nonorm"], variants=("plain-nonorm",)))
