@@ -15,6 +15,7 @@ from residual_keras import cifar_resnet, count_trainable_params, diagnostics
 from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
+from tracks.vision.optimizer import FixupSGD, fixup_groups
 from tracks.vision.variants import VARIANTS
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +33,18 @@ def grid(config):
     return [VisionSpec(variant, depth) for depth in sorted(config.depths) for variant in config.variants]
 
 
+def uses_fixup_groups(config, spec):
+    """True when the model trains with the official Fixup code's parameter groups (optimizer.py)."""
+    return config.fixup_groups and VARIANTS[spec.variant].builder.get("norm") == "fixup"
+
+
 def build_model(config, spec, num_classes):
     return cifar_resnet(
         spec.depth,
         width=config.width,
         num_classes=num_classes,
-        weight_decay=config.weight_decay,
+        # With Fixup's groups the optimizer decays every parameter; no L2 penalty in the model too.
+        weight_decay=0.0 if uses_fixup_groups(config, spec) else config.weight_decay,
         name=spec.id.replace("-", "_"),
         **VARIANTS[spec.variant].builder,
     )
@@ -68,10 +75,19 @@ def learning_rate_schedule(config, spec, total_steps):
     )
 
 
+def build_optimizer(config, spec, model, total_steps):
+    """SGD with momentum on `learning_rate_schedule`; Fixup's parameter groups where they apply."""
+    schedule = learning_rate_schedule(config, spec, total_steps)
+    if uses_fixup_groups(config, spec):
+        slow_paths, decay_scales = fixup_groups(model)
+        return FixupSGD(schedule, momentum=config.momentum, coupled_weight_decay=config.weight_decay,
+                        slow_paths=slow_paths, decay_scales=decay_scales)
+    return keras.optimizers.SGD(schedule, momentum=config.momentum)
+
+
 def compile_model(model, config, spec, runtime, steps_per_epoch):
-    schedule = learning_rate_schedule(config, spec, steps_per_epoch * config.epochs)
     model.compile(
-        optimizer=keras.optimizers.SGD(schedule, momentum=config.momentum),
+        optimizer=build_optimizer(config, spec, model, steps_per_epoch * config.epochs),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=runtime.xla,

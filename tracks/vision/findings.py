@@ -355,6 +355,47 @@ def branches_grow_from_zero(results):
     )
 
 
+# Issue 41: over several seeds, a net expected to train without normalisation "trained" on a seed when
+# its final training error is at least this far below the unnormalised plain net's, and it did not diverge.
+TRAINED_BELOW_PLAIN = 0.15
+
+
+def training_rates(per_seed):
+    """{model id: [(seed, trained)]} for the nets expected to train without normalisation.
+
+    The bar is that seed's `plain-nonorm` at the same depth (a diverged one
+    counts at chance error); a model without that bar in the run is left out.
+    """
+    rates = {}
+    for seed, results in per_seed:
+        models = results.get("models", [])
+        plain = {m["depth"]: m for m in models if m.get("variant") == "plain-nonorm"}
+        for entry in models:
+            bar = plain.get(entry["depth"])
+            if not EXPECTED_WITHOUT_NORM.get(entry.get("variant")) or bar is None:
+                continue
+            chance_error = 1.0 - 1.0 / entry.get("num_classes", 10)
+            bar_error = chance_error if bar.get("train_error") is None else bar["train_error"]
+            error = entry.get("train_error")
+            trained = (not entry.get("diverged") and error is not None and math.isfinite(error)
+                       and bar_error - error >= TRAINED_BELOW_PLAIN)
+            rates.setdefault(entry["id"], []).append((seed, trained))
+    return rates
+
+
+def training_rate_sentence(per_seed):
+    """"fixup-56 trained on 5 of 5 seeds; ..." computed from the seed runs (empty when nothing applies)."""
+    parts = []
+    for model_id, outcomes in training_rates(per_seed).items():
+        failed = [str(seed) for seed, trained in outcomes if not trained]
+        parts.append(f"{model_id} trained on {len(outcomes) - len(failed)} of {len(outcomes)} seeds"
+                     + (f" (not on seed{'s' if len(failed) > 1 else ''} {', '.join(failed)})" if failed else ""))
+    if not parts:
+        return ""
+    return ("Without normalisation: " + "; ".join(parts) + f". Trained: a final training error at least "
+            f"{TRAINED_BELOW_PLAIN * 100:.0f} points below the unnormalised plain net's, no NaN.")
+
+
 def _all_diverged(results, variant):
     entries = [m for m in results.get("models", []) if m.get("variant") == variant]
     return bool(entries) and all(m.get("diverged") for m in entries)

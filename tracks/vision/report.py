@@ -34,7 +34,7 @@ from tracks.common.seeds import (
 )
 from tracks.common.training import read_metrics_rows
 from tracks.vision.experiment import PATH_IMAGES
-from tracks.vision.findings import vision_findings
+from tracks.vision.findings import training_rate_sentence, vision_findings
 
 
 def series_label(entry):
@@ -242,6 +242,20 @@ def terminal_ending(run, results):
         "test set, once at the end"])
 
 
+def recipe_line(config):
+    """The training recipe of a run in one sentence: schedule, warm-up, and which variant gets which groups."""
+    warmup = (f"{config.warmup_steps} warm-up steps" + (f" from depth {config.warmup_from_depth}"
+                                                         if config.warmup_from_depth else "")
+              if config.warmup_steps else "no warm-up")
+    line = (f"{config.epochs} epochs, batch {config.batch_size}, SGD momentum {config.momentum}, lr "
+            f"{config.learning_rate} ({config.schedule}, {warmup}), width {config.width}; coupled weight decay "
+            f"{config.weight_decay:g} on the kernels")
+    if config.fixup_groups and "fixup" in config.variants:
+        line += (f", except fixup: the official Fixup code's groups (the classifier's bias at lr/10, decay "
+                 f"{config.weight_decay:g} on every parameter; the scalars at lr/10 as always)")
+    return line + "."
+
+
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     table = markdown_table(*results_table(results))
@@ -251,9 +265,7 @@ def write_summary(run, config, results, figures, banner=None):
         f"Data: **{dataset_title(results.get('dataset'))}** ({results.get('train_images'):,} training images), "
         f"seed {config.seed}. "
         f"Device: {results.get('device')}, precision {results.get('precision')}, "
-        f"XLA {'on' if results.get('xla') else 'off'}. "
-        f"{config.epochs} epochs, batch {config.batch_size}, lr {config.learning_rate} "
-        f"({config.schedule}), width {config.width}.\n",
+        f"XLA {'on' if results.get('xla') else 'off'}. {recipe_line(config)}\n",
         "## Results\n",
         "Train error is the last epoch's running error on augmented batches, as in "
         "He et al.'s curves; test error is measured once at the end on the whole test set.\n",
@@ -323,9 +335,9 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
         description=(f"Data: **{dataset_title(first.get('dataset'))}** ({first.get('train_images'):,} training "
                      f"images), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
                      f"(its initialisation, training subset and batch order). Device: {first.get('device')}. "
-                     f"{config.epochs} epochs, batch {config.batch_size}, lr {config.learning_rate} "
-                     f"({config.schedule}), width {config.width}. Train error is the last epoch's running "
-                     "error on augmented batches; test error the whole test set, at the end."),
+                     f"{recipe_line(config)} Train error is the last epoch's running "
+                     "error on augmented batches; test error the whole test set, at the end."
+                     + (f"\n\n**{rate}**" if (rate := training_rate_sentence(per_seed)) else "")),
         table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
         figures=[("Training curves: mean ± std over the seeds", "training_curves.png")],
     )

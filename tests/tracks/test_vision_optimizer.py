@@ -1,0 +1,106 @@
+"""The official Fixup code's parameter groups (tracks/vision/optimizer.py), step by step.
+
+Zhang et al.'s cifar_train.py: the classifier's bias (with the scalars) at
+lr/10, coupled weight decay 1e-4 on every parameter. Each test applies a known
+gradient and checks the update against the closed form.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+
+from tracks.vision import experiment
+from tracks.vision.experiment import VisionSpec
+from tracks.vision.optimizer import BIAS_GROUP_RATE, FixupSGD, fixup_groups
+from tracks.vision.presets import PRESETS
+
+LR = 0.1
+CONFIG = dataclasses.replace(PRESETS["smoke"], fixup_groups=True, learning_rate=LR, schedule="step", warmup_steps=0)
+
+
+def _model(variant="fixup"):
+    keras.utils.set_random_seed(0)
+    return experiment.build_model(CONFIG, VisionSpec(variant, 8), 10)
+
+
+def _values(model):
+    return {variable.path: np.array(variable.numpy()) for variable in model.trainable_variables}
+
+
+def _step(model, optimizer, gradient_of):
+    variables = model.trainable_variables
+    optimizer.apply_gradients([(gradient_of(variable), variable) for variable in variables])
+
+
+def test_the_classifier_bias_moves_at_a_tenth_of_the_rate_and_the_rest_at_the_full_rate():
+    model = _model()
+    slow, scales = fixup_groups(model)
+    assert slow == ("classifier/bias",)
+    optimizer = FixupSGD(LR, momentum=0.9, slow_paths=slow, decay_scales=scales)
+    before = _values(model)
+    ones = lambda variable: keras.ops.ones(variable.shape)  # noqa: E731
+    _step(model, optimizer, ones)
+    _step(model, optimizer, ones)  # momentum: the second step moves (1 + 0.9) times the first
+    after = _values(model)
+    for path, value in after.items():
+        rate = LR * BIAS_GROUP_RATE if path == "classifier/bias" else LR
+        np.testing.assert_allclose(before[path] - value, rate * 2.9, rtol=1e-5, err_msg=path)
+
+
+def test_coupled_decay_reaches_every_parameter_and_the_scalars_values_at_their_rate():
+    model = _model()
+    slow, scales = fixup_groups(model)
+    # Every Fixup scalar (stem, head, five per block for 3 blocks) is in the decay table at 0.1.
+    assert len(scales) == 2 + 5 * 3 and set(scales.values()) == {0.1}
+    decay = 1e-2
+    optimizer = FixupSGD(LR, momentum=0.0, coupled_weight_decay=decay, slow_paths=slow, decay_scales=scales)
+    # Give every parameter a non-zero value first, so that decay shows on all of them.
+    for variable in model.trainable_variables:
+        variable.assign(keras.ops.ones(variable.shape) * 0.5)
+    block = model.get_layer("stage1_block1")
+    scale_before = float(block.scale.value)
+    _step(model, optimizer, lambda variable: keras.ops.zeros(variable.shape))
+    after = _values(model)
+    for path, value in after.items():
+        if path in scales:  # the stored variable: 0.1 * decay, i.e. decay on the value at lr/10
+            expected = 0.5 * (1 - LR * decay * 0.1)
+        elif path == "classifier/bias":
+            expected = 0.5 * (1 - LR * BIAS_GROUP_RATE * decay)
+        else:
+            expected = 0.5 * (1 - LR * decay)
+        np.testing.assert_allclose(value, expected, rtol=1e-6, err_msg=path)
+    # On the scale's value s: s <- s - (lr / 10) * decay * s, the official update of the bias group.
+    assert float(block.scale.value) == pytest.approx(scale_before * (1 - LR / 10 * decay), rel=1e-6)
+
+
+def test_the_groups_apply_to_fixup_only_and_replace_the_models_l2_penalty():
+    fixup, residual = _model("fixup"), _model("residual")
+    assert not fixup.losses  # decay comes from the optimizer: never twice
+    assert residual.losses  # He et al.'s L2 penalty on the kernels, unchanged
+    total = 100
+    assert isinstance(experiment.build_optimizer(CONFIG, VisionSpec("fixup", 8), fixup, total), FixupSGD)
+    assert not isinstance(experiment.build_optimizer(CONFIG, VisionSpec("residual", 8), residual, total), FixupSGD)
+    off = dataclasses.replace(CONFIG, fixup_groups=False)
+    keras.utils.set_random_seed(0)
+    plain_fixup = experiment.build_model(off, VisionSpec("fixup", 8), 10)
+    assert plain_fixup.losses  # without the groups: kernels decayed through the model, as before
+    assert not isinstance(experiment.build_optimizer(off, VisionSpec("fixup", 8), plain_fixup, total), FixupSGD)
+
+
+def test_a_negative_decay_is_refused():
+    with pytest.raises(ValueError, match="coupled_weight_decay must be >= 0, got -1"):
+        FixupSGD(LR, coupled_weight_decay=-1.0)
+
+
+def test_the_summary_states_each_variants_recipe():
+    from tracks.vision.report import recipe_line
+
+    nonorm = recipe_line(PRESETS["nonorm"])
+    assert "lr 0.1 (cosine, 156 warm-up steps)" in nonorm and "batch 64" in nonorm
+    assert "except fixup: the official Fixup code's groups (the classifier's bias at lr/10" in nonorm
+    # Without the fixup variant (or without the groups) no run claims them.
+    assert "fixup" not in recipe_line(dataclasses.replace(PRESETS["nonorm"], variants=("plain-nonorm",)))
+    assert "fixup" not in recipe_line(dataclasses.replace(PRESETS["nonorm"], fixup_groups=False))
+    assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(PRESETS["quick"])
