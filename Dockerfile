@@ -62,7 +62,8 @@ WORKDIR /opt/residual_keras
 # (pyproject reads the version from residual_keras/_version.py): setuptools
 # finds no package there (no __init__.py) and builds an empty
 # `residual-keras` whose only effect is to pull in every dependency. The
-# README is a placeholder here because setuptools reads it for the metadata:
+# README pyproject.toml names (PYPI_README.md) is a placeholder here because
+# setuptools reads it for the metadata:
 # copying the real one would reinstall TensorFlow after every README edit.
 # An edit of pyproject.toml or of the version re-runs this layer.
 # TensorFlow's C++ headers (tensorflow/include, 430 MB) are removed: they
@@ -80,10 +81,10 @@ RUN case "$DEVICE" in \
         cpu) target="." ;; \
         *) echo "DEVICE must be gpu or cpu, got '$DEVICE'" >&2; exit 1 ;; \
     esac \
-    && touch README.md \
+    && touch PYPI_README.md \
     && pip install --no-cache-dir "$target" \
     && pip uninstall --yes residual-keras \
-    && rm -rf README.md build ./*.egg-info \
+    && rm -rf PYPI_README.md build ./*.egg-info \
     && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && rm -rf "$site/tensorflow/include"
 

@@ -38,6 +38,8 @@ from dockerfile_parse import DockerfileParser
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+# the README setuptools reads for the metadata (pyproject.toml's `readme`)
+PACKAGE_README = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["readme"]
 
 
 class Instruction(NamedTuple):
@@ -201,7 +203,7 @@ def test_dependency_layer_needs_only_pyproject_and_the_version_file(instructions
     between = [c.arguments.split() for c in copies if dependencies.line < c.line < package.line]
     assert between == [[".", "."]], between
     # setuptools needs the README that pyproject.toml names: a placeholder.
-    assert "touch README.md" in dependencies.arguments
+    assert f"touch {PACKAGE_README}" in dependencies.arguments
 
 
 def test_device_selects_the_gpu_extra_or_plain_tensorflow(instructions):
@@ -318,7 +320,7 @@ EXCLUDED = [
 
 
 def test_dockerignore_lets_in_only_what_pip_installs(tmp_path):
-    kept = ["pyproject.toml", "README.md", "LICENSE", "residual_keras/models.py", "tracks/vision/presets.py"]
+    kept = ["pyproject.toml", PACKAGE_README, "LICENSE", "residual_keras/models.py", "tracks/vision/presets.py"]
     for path in EXCLUDED + kept:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x")
@@ -333,7 +335,7 @@ def test_dockerignore_keeps_everything_pip_installs():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode != 0:
         pytest.skip("not a git checkout")
-    needed = ["pyproject.toml", "README.md", "LICENSE"]
+    needed = ["pyproject.toml", PACKAGE_README, "LICENSE"]
     needed += [path for path in tracked.stdout.split() if path.startswith(("residual_keras/", "tracks/"))]
     assert "tracks/vision/__main__.py" in needed and "residual_keras/__init__.py" in needed
     kept_out = [path for path in needed if path not in context]
