@@ -104,12 +104,14 @@ class EpochSummaries(keras.callbacks.Callback):
         logs = logs or {}
         train, validation = [], []
         for key, value in logs.items():
-            if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+            try:
+                number = float(value)
+            except (TypeError, ValueError):  # not a scalar: nothing to plot
                 continue
             if key.startswith(self.curve_prefix):
-                validation.append((f"epoch_{key[len(self.curve_prefix):]}", epoch, float(value)))
+                validation.append((f"epoch_{key.removeprefix(self.curve_prefix)}", epoch, number))
             else:
-                train.append((f"epoch_{key}", epoch, float(value)))
+                train.append((f"epoch_{key}", epoch, number))
         if self.dynamics is not None:  # its records so far: at initialisation, then after each epoch
             for record in sorted({row["epoch"] for row in self.dynamics.rows} - self._residual_steps):
                 train += self._residual_scalars(record)

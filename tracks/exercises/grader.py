@@ -121,11 +121,12 @@ def _seed(text):
 
     try:
         value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    try:
         check_seed("--seed", value)
-    except ValueError as error:
-        said = str(error)
-        raise argparse.ArgumentTypeError(said.removeprefix("--seed ") if said.startswith("--seed") else
-                                         f"must be an integer, got {text!r}") from None
+    except ValueError as error:  # argparse names the option itself
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--seed ")) from None
     return value
 
 
