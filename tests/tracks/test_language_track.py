@@ -65,7 +65,13 @@ def test_smoke_run_on_a_text_file_with_warmup_grid(tmp_path, capsys):
     text.write_text("To be, or not to be, that is the question.\n" * 200)
     argv = ["--preset", "smoke", "--data", f"text:{text}", *FAST, "--warmup-steps", "0,5",
             "--warmup-variants", "pre", "--out", tmp_path / "run"]
-    code, _, err = run_cli(main, argv, capsys)
+    code, out, err = run_cli(main, argv, capsys)
+    assert code == 0, err
+    # The sample command suggested works on this text, which has no "ROMEO:" characters.
+    suggested = out.split("sample from it with python -m tracks.language ")[1].splitlines()[0]
+    assert suggested == f"sample {tmp_path / 'run'}"
+    assert f"`python -m tracks.language {suggested}`" in (tmp_path / "run" / "summary.md").read_text()
+    code, _, err = run_cli(main, [*suggested.split(), "--num-chars", "5"], capsys)
     assert code == 0, err
     # pre with and without warm-up; plain once, with the longest
     ids = ["pre-1-warmup0", "pre-1-warmup5", "plain-1-warmup5"]

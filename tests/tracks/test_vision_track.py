@@ -96,10 +96,17 @@ def _write_image_folder(root, classes=("cat", "dog"), per_class=40):
 def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     _write_image_folder(tmp_path / "images")
     argv = ["--preset", "smoke", "--data", f"folder:{tmp_path / 'images'}", "--depths", "8",
-            "--batch-size", "16", "--train-size", "64", "--landscape-steps", "0", "--lesion-images", "16",
-            "--out", tmp_path / "run"]
-    code, _, err = run_cli(main, argv, capsys)
+            "--batch-size", "16", "--train-size", "64", "--landscape-steps", "0", "--out", tmp_path / "run"]
+    # More lesion images asked for than the folder's 16 test images: refused, nothing written.
+    code, _, err = run_cli(main, [*argv, "--lesion-images", "17"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--lesion-images 17 is more than the 16 test images of folder:" in err
+    assert not (tmp_path / "run").exists()
+    # The preset's 100 is lowered to the 16 there are, with a line saying so.
+    code, out, err = run_cli(main, argv, capsys)
     assert code == 0, err
+    assert "--lesion-images: the preset's 100 is more than the 16 test images of folder:" in out
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["lesion_images"] == 16
     results = _check_run(tmp_path / "run", depths=(8,), curve="test")  # 16 test images < 128
     # No landscape asked for: none drawn, and summary.md does not explain a figure it lacks.
     assert not (tmp_path / "run" / "loss_landscape.png").exists()

@@ -102,6 +102,7 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
         data = track.load_data(config, recorded.get("source") if recorded else None)
         track.check(config, data)
+        config = fit_samples(track, config, data, given_options(args, track.config_cls))
         actual = {**track.fingerprint(data), "banner": data.banner}
         if run is None:
             kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
@@ -122,6 +123,27 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
         raise
 
 
+def fit_samples(track, config, data, given):
+    """`config` with each instrument sample size that the data cannot fill lowered to what they have.
+
+    A size the user gave (`given`) is refused instead: they asked for that many.
+
+    Raises:
+        ValueError: a given sample size above what the data have.
+    """
+    lowered = {}
+    for field, available, where in track.sample_limits(config, data):
+        count = getattr(config, field)
+        if count <= available:
+            continue
+        if field in given:
+            raise ValueError(f"{option_name(field)} {count} is more than the {available} {where}; lower it")
+        lowered[field] = available
+        log(f"{option_name(field)}: the preset's {count} is more than the {available} {where}; "
+            f"using {available}")
+    return dataclasses.replace(config, **lowered) if lowered else config
+
+
 def refuse_other_data(run, recorded, actual):
     """`ConfigError` when the data found now differ from those a run was trained on."""
     keys = [*recorded, *(key for key in actual if key not in recorded)]  # source, sizes, then the hash
@@ -134,4 +156,4 @@ def refuse_other_data(run, recorded, actual):
             )
 
 
-__all__ = ["check_run", "refuse_other_data", "resolve_config", "start_or_resume"]
+__all__ = ["check_run", "fit_samples", "refuse_other_data", "resolve_config", "start_or_resume"]

@@ -80,6 +80,16 @@ class Track:
     def check(self, config, data):
         """Raises `ValueError` for options that do not fit the data (called before anything is written)."""
 
+    def sample_limits(self, config, data):
+        """[(field, available, "test images of <data>")]: the instruments' sample sizes and their ceilings.
+
+        A sample size larger than the data have is refused when the user gave
+        it and lowered, with a line, when it came from the preset
+        (`tracks.common.resume.fit_samples`): a preset's 100 lesion images
+        should not stop a run on a folder of 80 test images.
+        """
+        return []
+
     def banner(self, data):
         """The figures' data warning (a fallback data set), or None."""
         return None

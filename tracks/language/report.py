@@ -187,13 +187,29 @@ def results_table(results):
     return headers, rows
 
 
+def sample_command_line(run, prompt="ROMEO:"):
+    """The `sample` command to suggest: with `prompt` when the run's vocabulary has its characters.
+
+    A run on other text (`--data text:...`) may lack them, and the command would
+    refuse the prompt; it is then suggested without one (a newline).
+    """
+    from tracks.language.vocabulary import CharVocabulary
+
+    command = f"python -m tracks.language sample {run.path}"
+    try:
+        known = not CharVocabulary.load(run.path / "vocab.json").unknown_characters(prompt)
+    except (OSError, ValueError):
+        known = False
+    return f"{command} --prompt \"{prompt}\"" if known else command
+
+
 def terminal_ending(run, results):
     """The lines a run ends with in the terminal: the results table, the best model, TensorBoard, the report."""
     best = results.get("best_model")
     extra = ["losses in nats per character; val loss on the whole validation split, at the end"]
     if best:
         extra.append(f"best model: {best['id']} (val loss {best['val_loss']:.3f}); sample from it with "
-                     f"python -m tracks.language sample {run.path} --prompt \"ROMEO:\"")
+                     f"{sample_command_line(run)}")
     return run_ending(run, *results_table(results), extra_lines=extra)
 
 
@@ -216,7 +232,7 @@ def write_summary(run, config, results, figures, banner=None):
         "whole validation split.\n",
         table + "\n",
         (f"Best model: `{best['id']}` (val loss {best['val_loss']:.3f}), saved as `best_model.keras`; "
-         f"sample from it with `python -m tracks.language sample {run.path} --prompt \"ROMEO:\"`.\n"
+         f"sample from it with `{sample_command_line(run)}`.\n"
          if best else ""),
         "## What this run shows\n",
         "Each line is computed from this run's numbers and says whether the claim held "

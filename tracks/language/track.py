@@ -71,11 +71,11 @@ class LanguageTrack(Track):
         if len(data.train_tokens) <= config.sequence_length:
             raise ValueError(f"--sequence-length {config.sequence_length} is longer than the "
                              f"{len(data.train_tokens)} training characters of {data.name}; lower it")
-        for option, count in (("--lesion-sequences", config.lesion_sequences),
-                              ("--instrument-sequences", config.instrument_sequences)):
-            if count > windows:
-                raise ValueError(f"{option} {count} is more than the {windows} validation windows of "
-                                 f"{config.sequence_length} characters in {data.name}; lower it")
+
+    def sample_limits(self, config, data):
+        windows = len(data.val_tokens) - config.sequence_length
+        where = f"validation windows of {config.sequence_length} characters in {data.name}"
+        return [("lesion_sequences", windows, where), ("instrument_sequences", windows, where)]
 
     def banner(self, data):
         return "PYDOC FALLBACK DATA, NOT TINY SHAKESPEARE" if data.banner else None

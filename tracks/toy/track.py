@@ -114,10 +114,8 @@ class ToyTrack(Track):
 
         return spirals.fingerprint(data)
 
-    def check(self, config, data):
-        if config.instrument_points > len(data.y_train):
-            raise ValueError(f"--instrument-points {config.instrument_points} is more than the "
-                             f"{len(data.y_train)} training points")
+    def sample_limits(self, config, data):
+        return [("instrument_points", len(data.y_train), "training points")]
 
     def resources(self, config):
         models = len(config.variants) * max(1, len(config.seeds))

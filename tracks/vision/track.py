@@ -68,16 +68,17 @@ class VisionTrack(Track):
         return fingerprint(data)
 
     def check(self, config, data):
-        training, test = len(data.y_train), len(data.y_test)
-        for option, count, available, kind in (
-                ("--batch-size", config.batch_size, training, "training"),
-                ("--instrument-images", config.instrument_images, training, "training"),
-                ("--landscape-images", config.landscape_images if config.landscape_steps else 0, training,
-                 "training"),
-                ("--lesion-images", config.lesion_images, test, "test")):
-            if count > available:
-                raise ValueError(f"{option} {count} is more than the {available} {kind} images of "
-                                 f"{data.name}; lower it")
+        if config.batch_size > len(data.y_train):
+            raise ValueError(f"--batch-size {config.batch_size} is more than the {len(data.y_train)} "
+                             f"training images of {data.name}; lower it")
+
+    def sample_limits(self, config, data):
+        training, test = f"training images of {data.name}", f"test images of {data.name}"
+        limits = [("instrument_images", len(data.y_train), training),
+                  ("lesion_images", len(data.y_test), test)]
+        if config.landscape_steps:
+            limits.append(("landscape_images", len(data.y_train), training))
+        return limits
 
     def banner(self, data):
         return "SYNTHETIC DATA, NOT CIFAR-10" if data.banner else None
