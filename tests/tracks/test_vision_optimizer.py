@@ -105,3 +105,25 @@ def test_the_summary_states_each_variants_recipe():
     assert "fixup" not in recipe_line(dataclasses.replace(grouped, variants=("plain-nonorm",)))
     assert "fixup" not in recipe_line(PRESETS["nonorm"])
     assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(PRESETS["quick"])
+
+
+@pytest.mark.parametrize("variant", ["fixup", "residual"])  # FixupSGD and Keras' SGD
+def test_gradient_clip_scales_a_large_step_to_the_global_norm_and_leaves_a_small_one(variant):
+    config = dataclasses.replace(CONFIG, gradient_clip=1.0, momentum=0.0, weight_decay=0.0)
+    model = _model(variant)
+    count = sum(int(np.prod(variable.shape)) for variable in model.trainable_variables)
+    for size, factor in ((10.0, 1.0 / 10.0), (0.5, 1.0)):  # global norms above and below the clip
+        optimizer = experiment.build_optimizer(config, VisionSpec(variant, 8), model, 100)
+        before = _values(model)
+        value = size / np.sqrt(count)  # every entry equal: the global norm is `size`
+        _step(model, optimizer, lambda variable: keras.ops.full(variable.shape, value))
+        for path, after in _values(model).items():
+            rate = LR * BIAS_GROUP_RATE if variant == "fixup" and path == "classifier/bias" else LR
+            np.testing.assert_allclose(before[path] - after, rate * value * factor, rtol=1e-4, err_msg=path)
+    unclipped = experiment.build_optimizer(CONFIG, VisionSpec(variant, 8), model, 100)
+    assert unclipped.global_clipnorm is None  # 0, every preset's default: the papers' unclipped SGD
+
+
+def test_a_negative_gradient_clip_is_refused():
+    with pytest.raises(ValueError, match=r"--gradient-clip must be >= 0 \(0 = off\), got -1"):
+        dataclasses.replace(PRESETS["nonorm"], gradient_clip=-1.0)

@@ -76,13 +76,18 @@ def learning_rate_schedule(config, spec, total_steps):
 
 
 def build_optimizer(config, spec, model, total_steps):
-    """SGD with momentum on `learning_rate_schedule`; Fixup's parameter groups where they apply."""
+    """SGD with momentum on `learning_rate_schedule`; Fixup's parameter groups where they apply.
+
+    `config.gradient_clip` > 0 clips each step's gradient to that global norm
+    (`global_clipnorm`; with FixupSGD, before its coupled decay is added).
+    """
     schedule = learning_rate_schedule(config, spec, total_steps)
+    clip = {"global_clipnorm": config.gradient_clip} if config.gradient_clip else {}
     if uses_fixup_groups(config, spec):
         slow_paths, decay_scales = fixup_groups(model)
         return FixupSGD(schedule, momentum=config.momentum, coupled_weight_decay=config.weight_decay,
-                        slow_paths=slow_paths, decay_scales=decay_scales)
-    return keras.optimizers.SGD(schedule, momentum=config.momentum)
+                        slow_paths=slow_paths, decay_scales=decay_scales, **clip)
+    return keras.optimizers.SGD(schedule, momentum=config.momentum, **clip)
 
 
 def compile_model(model, config, spec, runtime, steps_per_epoch):

@@ -69,6 +69,10 @@ class VisionConfig(RuntimeOptions):
     weight_decay: float = dataclasses.field(
         default=1e-4, metadata={"help": "coupled weight decay, as an L2 penalty (paper: 1e-4)"}
     )
+    gradient_clip: float = dataclasses.field(
+        default=0.0, metadata={"help": "clip each step's gradient to this global norm, penalty included "
+                               "(0 = off, the papers'); for nets without normalisation (docs/experiments/vision.md)"}
+    )
     train_size: Optional[int] = dataclasses.field(
         default=None, metadata={"help": "train on a subset of this many images (default: all)"}
     )
@@ -138,6 +142,8 @@ class VisionConfig(RuntimeOptions):
             raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
         if not 0 <= self.weight_decay < math.inf:
             raise ValueError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.gradient_clip < math.inf:
+            raise ValueError(f"--gradient-clip must be >= 0 (0 = off), got {self.gradient_clip}")
 
 
 # XLA with `--xla auto` on a CPU: XLA's CPU convolutions are slower than TensorFlow's oneDNN ones

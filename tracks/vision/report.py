@@ -253,6 +253,8 @@ def recipe_line(config):
     if config.fixup_groups and "fixup" in config.variants:
         line += (f", except fixup: the official Fixup code's groups (the classifier's bias at lr/10, decay "
                  f"{config.weight_decay:g} on every parameter; the scalars at lr/10 as always)")
+    if config.gradient_clip:
+        line += f"; every step's gradient clipped to a global norm of {config.gradient_clip:g}"
     return line + "."
 
 
