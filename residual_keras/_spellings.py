@@ -16,6 +16,7 @@ KERAS_HUB = "keras-hub"
 
 # {their name: (what to write here, whose name it is)}
 TRANSFORMER_BLOCK = {
+    "normalize_first": ('norm_position ("pre" or "post")', KERAS_HUB),
     "ff_dim": ("intermediate_dim", KERAS_IO),
     "latent_dim": ("intermediate_dim", KERAS_IO),
     "rate": ("dropout", KERAS_IO),
@@ -52,6 +53,8 @@ TRANSFORMER_LM = {
 }
 EMBEDDING = {
     "maxlen": ("sequence_length", KERAS_IO),
+    "vocabulary_size": ("vocab_size", KERAS_HUB),
+    "embedding_dim": ("embed_dim", KERAS_HUB),
 }
 
 

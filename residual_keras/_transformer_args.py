@@ -1,4 +1,4 @@
-"""TransformerBlock's arguments: keras-hub's aliases and positional traps, in one place.
+"""TransformerBlock's arguments: their checks and positional traps, in one place.
 
 `transformer_lm` (models.py) and `TransformerBlock` (transformer.py) take the
 same `residual`, `rezero` and `norm_position`; both check them here, so a bad
@@ -29,17 +29,9 @@ def resolve_residual(residual, rezero):
     return residual, bool(rezero)
 
 
-def resolve_norm_position(norm_position, normalize_first=None):
-    """`norm_position` from our name or keras-hub's `normalize_first` (True = "pre")."""
-    if normalize_first is not None:
-        from_flag = "pre" if normalize_first else "post"
-        if norm_position is not None and norm_position != from_flag:
-            raise ValueError(
-                f"norm_position={norm_position!r} and normalize_first={normalize_first!r} "
-                "disagree; pass one of them."
-            )
-        return from_flag
-    return check_choice("norm_position", "pre" if norm_position is None else norm_position, NORM_POSITIONS)
+def check_norm_position(norm_position):
+    """`norm_position` if it is "pre" or "post"; `ValueError` naming both otherwise."""
+    return check_choice("norm_position", norm_position, NORM_POSITIONS)
 
 
 def refuse_positional(args):
@@ -55,4 +47,4 @@ def refuse_positional(args):
         )
 
 
-__all__ = ["NORM_POSITIONS", "check_residual", "refuse_positional", "resolve_norm_position", "resolve_residual"]
+__all__ = ["NORM_POSITIONS", "check_norm_position", "check_residual", "refuse_positional", "resolve_residual"]

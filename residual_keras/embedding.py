@@ -18,12 +18,7 @@ from residual_keras._spellings import EMBEDDING, refuse_other_spellings
 from residual_keras._sublayers import SublayersShown
 
 
-def _alias(name, value, other_name, other_value):
-    """One value from our argument name or keras-hub's; refuses two different ones or none."""
-    if other_value is not None:
-        if value is not None and value != other_value:
-            raise ValueError(f"{name}={value!r} and {other_name}={other_value!r} disagree; pass one.")
-        value = other_value
+def _required(name, value):
     if value is None:
         raise TypeError(f"TokenAndPositionEmbedding needs {name}=<int>.")
     return value
@@ -52,14 +47,13 @@ class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
     vocab_size, embed_dim)` and keras-hub's `(vocabulary_size,
     sequence_length, embedding_dim)`, so a positional order would silently
     swap sizes; positional arguments are refused with the translation.
-    keras-hub's names are accepted too.
+    Other libraries' names (keras-hub's `vocabulary_size`, `embedding_dim`;
+    keras-io's `maxlen`) are refused with ours.
 
     Args:
         vocab_size: int. Number of token ids; ids must be in [0, vocab_size).
-            keras-hub's name `vocabulary_size` is accepted.
         sequence_length: int. Longest input, the number of learned positions.
         embed_dim: int. Width of the embeddings (the residual stream).
-            keras-hub's name `embedding_dim` is accepted.
         embeddings_initializer: initializer of both tables. Default
             "uniform" (Keras' `Embedding` default); `transformer_lm` uses
             GPT-2's N(0, 0.02).
@@ -90,8 +84,6 @@ class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
         embed_dim: Optional[int] = None,
         embeddings_initializer: InitializerLike = "uniform",
         mask_zero: bool = False,
-        vocabulary_size: Optional[int] = None,
-        embedding_dim: Optional[int] = None,
         **kwargs,
     ) -> None:
         if args:
@@ -100,16 +92,15 @@ class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
                 "sequence_length=, embed_dim=. keras-io's TokenAndPositionEmbedding(maxlen, "
                 "vocab_size, embed_dim) is TokenAndPositionEmbedding(vocab_size=vocab_size, "
                 "sequence_length=maxlen, embed_dim=embed_dim), and keras-hub's "
-                "(vocabulary_size, sequence_length, embedding_dim) takes those names; got "
+                "(vocabulary_size, sequence_length, embedding_dim) is (vocab_size=, sequence_length=, "
+                "embed_dim=); got "
                 f"{len(args)} positional argument(s) {args!r}."
             )
-        vocab_size = _alias("vocab_size", vocab_size, "vocabulary_size", vocabulary_size)
-        embed_dim = _alias("embed_dim", embed_dim, "embedding_dim", embedding_dim)
         refuse_other_spellings(self.__class__.__name__, kwargs, EMBEDDING)
         super().__init__(**kwargs)
-        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.vocab_size = check_positive_int("vocab_size", _required("vocab_size", vocab_size))
         self.sequence_length = check_positive_int("sequence_length", sequence_length)
-        self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        self.embed_dim = check_positive_int("embed_dim", _required("embed_dim", embed_dim))
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.mask_zero = bool(mask_zero)
 

@@ -43,7 +43,7 @@ from keras import layers, ops
 
 from residual_keras.checks import check_bool, check_positive_int
 from residual_keras._initializers import clone_initializer
-from residual_keras._transformer_args import refuse_positional, resolve_norm_position, resolve_residual
+from residual_keras._transformer_args import check_norm_position, refuse_positional, resolve_residual
 from residual_keras._types import Activation, InitializerLike, RegularizerLike
 from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
 from residual_keras.residual import ResidualStep, identity
@@ -103,9 +103,8 @@ class TransformerBlock(SublayersShown, layers.Layer):
             be at least `MIN_HEAD_DIM` wide.
         intermediate_dim: int or None. Width of the feed-forward network's
             hidden layer. Default None: 4 * embed_dim.
-        norm_position: "pre" or "post". Where the LayerNorm sits. Default "pre".
-        normalize_first: bool or None. keras-hub's name for the same switch:
-            True is "pre", False is "post". Default None (use norm_position).
+        norm_position: "pre" or "post". Where the LayerNorm sits. Default "pre"
+            (keras-hub's `normalize_first=True`, a name refused here).
         residual: bool. Add the input back (True) or the plain twin (False).
             Default True.
         rezero: bool. `x + alpha * F(x)`, no LayerNorm. Default False.
@@ -172,8 +171,7 @@ class TransformerBlock(SublayersShown, layers.Layer):
         *args,
         num_heads: Optional[int] = None,
         intermediate_dim: Optional[int] = None,
-        norm_position: Optional[str] = None,
-        normalize_first: Optional[bool] = None,
+        norm_position: str = "pre",
         residual: Union[bool, str] = True,
         rezero: bool = False,
         dropout: float = 0.0,
@@ -201,7 +199,7 @@ class TransformerBlock(SublayersShown, layers.Layer):
         if key_dim is not None:
             check_positive_int("key_dim", key_dim)
         self.key_dim = key_dim
-        self.norm_position = resolve_norm_position(norm_position, normalize_first)
+        self.norm_position = check_norm_position(norm_position)
         self.residual, self.rezero = resolve_residual(residual, rezero)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
@@ -227,11 +225,6 @@ class TransformerBlock(SublayersShown, layers.Layer):
     def uses_layer_norm(self):
         """False for ReZero, which has no LayerNorm; True otherwise."""
         return not self.rezero
-
-    @property
-    def normalize_first(self):
-        """keras-hub's name: True for Pre-LN."""
-        return self.norm_position == "pre"
 
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:

@@ -31,10 +31,13 @@ def test_argument_order_traps_are_refused():
     assert TransformerBlock(num_heads=4, rezero=True).rezero
 
 
-def test_normalize_first_is_keras_hubs_name_for_pre_ln():
-    assert TransformerBlock(num_heads=4, normalize_first=True).norm_position == "pre"
-    assert TransformerBlock(num_heads=4, normalize_first=False).norm_position == "post"
-    assert TransformerBlock(num_heads=4, norm_position="post").normalize_first is False
+@pytest.mark.parametrize("flag", [True, False])
+def test_normalize_first_is_refused_with_norm_position(flag):
+    # keras-hub's spelling, once an alias (CHANGELOG 0.4.0): one spelling per concept.
+    with pytest.raises(TypeError, match=r"normalize_first is the name in keras-hub; residual_keras calls it "
+                                        r"norm_position \("):
+        TransformerBlock(num_heads=4, normalize_first=flag)
+    assert not hasattr(TransformerBlock(num_heads=4), "normalize_first")
 
 
 def test_padding_mask_hides_padded_keys_and_composes_with_causality():

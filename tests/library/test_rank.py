@@ -113,7 +113,7 @@ def test_padded_positions_are_left_out():
     from residual_keras import TokenAndPositionEmbedding, TransformerBlock
 
     inputs = keras.Input((16,), dtype="int32")
-    stream = TokenAndPositionEmbedding(vocabulary_size=30, sequence_length=16, embedding_dim=8, mask_zero=True)(inputs)
+    stream = TokenAndPositionEmbedding(vocab_size=30, sequence_length=16, embed_dim=8, mask_zero=True)(inputs)
     out = TransformerBlock(num_heads=2, intermediate_dim=16, name="block")(stream)
     model = keras.Model(inputs, layers.Dense(30)(out))
     tokens = TOKENS % 29 + 1

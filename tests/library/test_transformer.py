@@ -329,8 +329,8 @@ def test_bad_block_arguments_name_the_value():
         TransformerBlock(num_heads=4)(np.zeros((2, 16), "float32"))
     with pytest.raises(ValueError, match="rezero=True needs residual=True"):
         TransformerBlock(num_heads=4, rezero=True, residual=False)
-    with pytest.raises(ValueError, match="disagree"):
-        TransformerBlock(num_heads=4, norm_position="post", normalize_first=True)
+    with pytest.raises(ValueError, match="norm_position"):
+        TransformerBlock(num_heads=4, norm_position=None)
 
 
 def test_gpt2_output_initializer_goes_to_the_two_output_projections():

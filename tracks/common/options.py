@@ -124,7 +124,7 @@ def _installed(*distributions):
 
 
 def version_line():
-    """'residual-keras 0.1.0 (keras 3.15.1, tensorflow 2.21.0)' for --version, from the installed metadata."""
+    """'residual-keras 0.2.0 (keras 3.15.1, tensorflow 2.21.0)' for --version, from the installed metadata."""
     return (f"residual-keras {package_version()} (keras {_installed('keras')}, "
             f"tensorflow {_installed('tensorflow', 'tensorflow-cpu')})")
 
