@@ -1,4 +1,4 @@
-"""The run machinery both tracks share: config, run directory, lock, checkpoints, resume, divergence."""
+"""The run machinery the tracks share: config, run directory, lock, checkpoints, resume, divergence."""
 
 import dataclasses
 import importlib.util
