@@ -72,6 +72,13 @@ CASES = [
     (T, ["--width", "1000000", *OUT], {}, "of memory ("),
     (T, ["--seeds", "5", *OUT], {}, "--seeds needs at least two seeds"),
     (T, ["--learning-rate", "inf", *OUT], {}, "argument --learning-rate: expected a finite number, got 'inf'"),
+    # The --data value, checked before TensorFlow loads (the data themselves load after it).
+    (V, ["--data", "bogus:x", *OUT], {}, "unknown data source 'bogus:x'; accepted: auto, cifar10, synthetic"),
+    (V, ["--data", "folder:/no/such/folder", *OUT], {}, "/no/such/folder is not a directory"),
+    (V, ["--data", "folder:", *OUT], {}, "has no path: use folder:PATH"),
+    (L, ["--data", "shakespeare", *OUT], {}, "unknown data source 'shakespeare'; accepted: 'auto'"),
+    (L, ["--data", "text:", *OUT], {}, "names no file: use 'text:PATH'"),
+    (V, ["diagnose", "--data", "cifar100", *OUT], {}, "unknown data source 'cifar100'"),
     # The environment.
     (T, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "0"}, "RESIDUAL_KERAS_CPU_REPLICAS='0'"),
     (T, [*OUT], {"RESIDUAL_KERAS_CPU_REPLICAS": "1.5"}, "RESIDUAL_KERAS_CPU_REPLICAS='1.5'"),

@@ -1,7 +1,7 @@
 """A new run or a resumed one, checked before anything is written.
 
 `check_run` does, with the standard library only, everything that can fail
-on the options: the config and its ranges, the strategy's requirements, the
+on the options: the config and its ranges, the `--data` value, the strategy's requirements, the
 estimate against the machine (`limits.py`) and, for `--resume`, the run's
 own config.json. Then the command sets up TensorFlow, and `start_or_resume`
 loads the data, checks what needs them and the resumed run's data
@@ -67,6 +67,10 @@ def check_run(track, args, run_name=None):
     """
     config, run, recorded = resolve_config(args, run_name or track.name, track.config_cls, track.presets)
     try:
+        try:
+            config = dataclasses.replace(config, data=track.parse_source(config.data))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         check_strategy(config.strategy)
         if run is None:
             refuse_beyond_machine(track.resources(config), force=getattr(args, "force", False))
@@ -97,7 +101,6 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
     run_name = run_name or track.name
     config, run, recorded = checked
     try:
-        config = dataclasses.replace(config, data=track.parse_source(config.data))
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
         data = track.load_data(config, recorded.get("source") if recorded else None)

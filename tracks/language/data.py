@@ -43,12 +43,11 @@ from typing import Callable
 import numpy as np
 
 from tracks.common import tfds_source
+from tracks.language.source import SOURCES, TINY_SHAKESPEARE, parse_source
 from tracks.language.vocabulary import CharVocabulary
 
-SOURCES = ("auto", "tiny_shakespeare", "pydoc", "text:PATH")
 TRAIN_FRACTION = 0.9  # nanoGPT: train_data = data[:int(n * 0.9)]
 AUTO_DECISION_SECONDS = 10.0  # "auto" settles on a source within this time
-TINY_SHAKESPEARE = "tiny_shakespeare"
 TINY_SHAKESPEARE_HOST = "raw.githubusercontent.com"  # where TFDS downloads it from
 
 
@@ -125,26 +124,6 @@ def split_train_val(text):
     """nanoGPT's split: the first int(0.9 n) characters train, the rest validate."""
     boundary = int(len(text) * TRAIN_FRACTION)
     return text[:boundary], text[boundary:]
-
-
-def parse_source(source):
-    """Normalises a data source: "auto", "tiny_shakespeare", "pydoc" or "text:/abs/path".
-
-    The path of "text:PATH" is made absolute (relative to the working
-    directory, "~" expanded); whether the file exists is checked on loading.
-    """
-    if not isinstance(source, str):
-        raise TypeError(f"data source must be a str, got {type(source).__name__}: {source!r}")
-    accepted = ", ".join(repr(s) for s in SOURCES)
-    stripped = source.strip()
-    if stripped.startswith("text:"):
-        path = stripped[len("text:"):].strip()
-        if not path:
-            raise ValueError(f"data source {source!r} names no file: use 'text:PATH'")
-        return "text:" + os.path.abspath(os.path.expanduser(path))
-    if stripped.lower() in ("auto", TINY_SHAKESPEARE, "pydoc"):
-        return stripped.lower()
-    raise ValueError(f"unknown data source {source!r}; accepted: {accepted}")
 
 
 def read_text_file(path):

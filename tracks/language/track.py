@@ -41,7 +41,7 @@ class LanguageTrack(Track):
     # Data ---------------------------------------------------------------------
 
     def parse_source(self, text):
-        from tracks.language.data import parse_source
+        from tracks.language.source import parse_source
 
         return parse_source(text)
 

@@ -41,7 +41,7 @@ class VisionTrack(Track):
     # Data ---------------------------------------------------------------------
 
     def parse_source(self, text):
-        from tracks.vision.data import parse_source
+        from tracks.vision.source import parse_source
 
         return parse_source(text)
 

@@ -29,8 +29,8 @@ from tracks.vision.data.synthetic import (
     SYNTHETIC_TRAIN_EXAMPLES,
     make_synthetic_images,
 )
+from tracks.vision.source import SOURCE_FORMS, parse_source
 
-SOURCE_FORMS = ("auto", "cifar10", "synthetic", "folder:PATH")
 
 CIFAR10_CLASS_NAMES = (
     "airplane", "automobile", "bird", "cat", "deer",
@@ -111,37 +111,6 @@ class VisionData:
 # --------------------------------------------------------------------------- #
 # Choosing a source
 # --------------------------------------------------------------------------- #
-
-
-def parse_source(source):
-    """Validate a data source early; returns it normalised.
-
-    Returns "auto", "cifar10", "synthetic" or "folder:/absolute/path" (the
-    folder must exist). Raises `ValueError` naming the bad value and the
-    accepted forms.
-    """
-    if not isinstance(source, str):
-        raise ValueError(
-            f"data source must be a string, one of {', '.join(SOURCE_FORMS)}; got {source!r}."
-        )
-    text = source.strip()
-    if text.lower() in ("auto", "cifar10", "synthetic"):
-        return text.lower()
-    if text.lower().startswith("folder:"):
-        path = text[len("folder:") :].strip()
-        if not path:
-            raise ValueError(
-                f"data source {source!r} has no path: use folder:PATH, PATH holding "
-                f"train/ and test/."
-            )
-        path = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isdir(path):
-            raise ValueError(
-                f"data source {source!r}: {path} is not a directory (expected "
-                f"PATH/train/<class>/ and PATH/test/<class>/)."
-            )
-        return f"folder:{path}"
-    raise ValueError(f"unknown data source {source!r}; accepted: {', '.join(SOURCE_FORMS)}.")
 
 
 # Where TFDS downloads CIFAR-10 from (its own URL): `prefetch` and the offline check ask it first.
