@@ -1,4 +1,4 @@
-"""tf.data settings the vision and language input pipelines share: fixed parallelism, no autotuning.
+"""tf.data settings the tracks' input pipelines share: fixed parallelism, no autotuning.
 
 Why not `tf.data.AUTOTUNE`: with tf.data's autotuning on, deleting an iterator
 sometimes waits for the autotuner's next wake-up. The autotuner wakes up
