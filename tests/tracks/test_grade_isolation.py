@@ -13,11 +13,15 @@ import json
 import pathlib
 import re
 import shutil
+import socket
+import subprocess
+import sys
 
 import pytest
 
 from track_helpers import run_cli
 from tracks.__main__ import main as tracks_main
+from tracks.exercises import landlock
 from tracks.exercises.catalogue import BY_NUMBER
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -158,3 +162,61 @@ def test_the_fixtures_and_the_solutions_graded_as_a_class_under_2_gib(tmp_path, 
             report = next(report for report in book["files"] if report["file"] == name)
             spec = next(spec for spec in BY_NUMBER[int(row["exercise"])].checks if spec.key == key)
             assert any(hint.strip() in c["hint"] for c in report["checks"] if c["name"] == spec.name), (name, report)
+
+
+LANDLOCK_SIGNALS = 6  # the Landlock ABI that scopes signals (Linux 6.12)
+
+
+@pytest.mark.skipif(landlock.abi_version() < LANDLOCK_SIGNALS,
+                    reason=f"this kernel's Landlock ABI is {landlock.abi_version()}: the grader confines "
+                           f"files, TCP and signals from ABI {LANDLOCK_SIGNALS} (docs/grading.md)")
+def test_with_landlock_a_file_cannot_kill_the_grader_rewrite_a_classmate_read_solutions_or_connect(tmp_path):
+    folder = tmp_path / "class"
+    solution = (ROOT / "solutions" / "ex5_bounds.py").read_text()
+    for student in ("ana", "victim"):
+        (folder / student).mkdir(parents=True)
+        (folder / student / "ex5_bounds.py").write_text(solution)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    wrong = "def residual_bounds(epsilons):\n    return 0.0, 0.0\n"
+    hostile = {
+        # os.kill of its parent: without Landlock's signal scope this ends the grading of the whole class.
+        "kills_the_grader": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+        "overwrites_classmates": f"import pathlib\npathlib.Path({str(folder / 'victim' / 'ex5_bounds.py')!r})"
+                                 f".write_text({wrong!r})\n",
+        "reads_solutions": f"exec(open({str(ROOT / 'solutions' / 'ex5_bounds.py')!r}).read())\n",
+        "connects": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'x')\n",
+        "escapes_and_spins": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    print(os.getpid(), flush=True)\n"
+                             "    while True:\n        pass\ntime.sleep(1)\n",
+    }
+    (folder / "hostile").mkdir()
+    for name, text in hostile.items():
+        (folder / "hostile" / f"{name}.py").write_text(f"EXERCISE = 5\n{text}")
+    out = tmp_path / "book"
+    grader = subprocess.run([sys.executable, "-m", "tracks", "grade", str(folder), "--out", str(out), "--jobs", "2",
+                             "--seed", "38", "--timeout", "30"], cwd=ROOT, capture_output=True, text=True)
+    assert grader.returncode == 0, grader.stderr[-2000:]  # the grader was not killed
+    rows, book = read_gradebook(out)
+    for student in ("ana", "victim"):
+        assert rows[f"{student}/ex5_bounds.py"]["total"] == "4/4", rows[f"{student}/ex5_bounds.py"]
+        assert (folder / student / "ex5_bounds.py").read_text() == solution  # not rewritten
+    for name in hostile:
+        row = rows[f"hostile/{name}.py"]
+        assert row["total"].startswith("0/"), (name, row)
+    assert "PermissionError" in rows["hostile/kills_the_grader.py"]["reason"]
+    assert "PermissionError" in rows["hostile/overwrites_classmates.py"]["reason"]
+    assert "PermissionError" in rows["hostile/reads_solutions.py"]["reason"]
+    assert "PermissionError" in rows["hostile/connects.py"]["reason"]
+    with pytest.raises(socket.timeout):
+        listener.accept()  # no connection reached the listener
+    listener.close()
+    assert all(entry["confinement"]["confined"] == ["files read", "files written", "TCP", "signals"]
+               for entry in book["files"])
+    assert "Landlock" in (out / "summary.md").read_text()
+    # The process that started a session of its own, escaping the group kill, was killed after its file.
+    escaped = int((out / "logs" / "hostile" / "escapes_and_spins" / "stdout.txt").read_text())
+    status = pathlib.Path(f"/proc/{escaped}/status")
+    assert not status.exists() or "zombie" in status.read_text()

@@ -70,6 +70,24 @@ def tally(reports):
     return summary
 
 
+def confinement_line(reports):
+    """What the files' processes could not do (Landlock), in one sentence, from what they reported."""
+    seen = [report["confinement"] for report in reports if report.get("confinement")]
+    confined = collections.Counter(tuple(entry["confined"]) for entry in seen)
+    if not seen:
+        return "No file's process reported its confinement."
+    if len(confined) == 1 and next(iter(confined)):
+        what = next(iter(confined))
+        abi = seen[0].get("abi")
+        return (f"Each file's process was confined by Landlock (ABI {abi}) before the file was imported, "
+                f"{len(seen)} of {len(reports)} files: {', '.join(what)} outside its own folder and "
+                f"Python's were out of its reach (docs/grading.md).")
+    whys = sorted({entry.get("why") or "partly" for entry in seen if not entry["confined"]})
+    return (f"Not every file's process was confined by Landlock ({sum(n for w, n in confined.items() if w)} of "
+            f"{len(seen)}; {'; '.join(whys) or 'different ABIs'}): a file could read and write what this user "
+            f"can, reach the network and signal the grader. Grade in a container (docs/grading.md).")
+
+
 def write_summary(path, figure, reports, seed, limits, seconds):
     summary = tally(reports)
     ungraded = [report for report in reports if not report["exercise"]]
@@ -79,6 +97,7 @@ def write_summary(path, figure, reports, seed, limits, seconds):
     lines = ["# Gradebook", "",
              f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every check; seed {seed}; "
              f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]
+    lines += [confinement_line(reports), ""]
     if stopped:
         lines += ["Files that did not run to the end: " + ", ".join(f"{n} {why}" for why, n in stopped.most_common())
                   + " (grades.csv's reason column says which).", ""]

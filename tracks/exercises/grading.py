@@ -75,13 +75,18 @@ def reason_for(run, limits, total):
 
 
 def grade_file(path, *, seed, limits=Limits(), log_dir, site):
-    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr} for one file."""
+    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement} for one file.
+
+    `confinement`: what the file's process gave up before the file was imported ({confined: [...],
+    abi, why}; runner.py, landlock.py), or None when it did not say (it was not graded, or ended first).
+    """
     path = pathlib.Path(path)
     started = time.monotonic()
     log_dir = pathlib.Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
-              "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt")}
+              "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt"),
+              "confinement": None}
     number, problem = exercise_number(path)
     if number is None:
         for name in ("stdout", "stderr"):
@@ -94,6 +99,9 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
     with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
         run = run_submission(path, number, inputs, limits=limits, workdir=workdir, site=site,
                              stdout=report["stdout"], stderr=report["stderr"])
+    confinement = next((event for event in run.events if event["event"] == "confinement"), None)
+    if confinement is not None:
+        report["confinement"] = {key: confinement.get(key) for key in ("confined", "abi", "why")}
     reason = reason_for(run, limits, len(exercise.checks))
     checks = judge_all(exercise, inputs, run.results, missing=f"no result: {reason or 'the process stopped'}")
     failed = [check for check in checks if not check.passed]

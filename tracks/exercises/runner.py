@@ -8,7 +8,7 @@ and tracks), so the repository's solutions/ is not importable. The working
 folder is an empty temporary one.
 
 Every record is one JSON line in the results file: {"event": ...} for what
-happened (start, imported, import_error, exit, memory, done) and
+happened (confinement, start, imported, import_error, exit, memory, done) and
 {"key": ..., "value": ...} or {"key": ..., "error": {...}} per check. The
 grader reads them after the process has ended and decides everything itself;
 nothing here says whether a value is right.
@@ -23,13 +23,14 @@ import traceback
 # The first lines of the child: limits, then this package from the grader's own folder.
 BOOTSTRAP = """
 import resource, sys
-request, site, data, output = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+request, site, data, output, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 sys.path.insert(0, site)
 from tracks.exercises.runner import main
-main(request)
+main(request, site)
 """
 
 
@@ -87,9 +88,32 @@ def run(path, exercise, inputs, send):
     send({"event": "done"})
 
 
-def main(request_path):
+def readable_folders(site):
+    """What the submission's process may read: Python's and its packages' folders, the grader's two
+    packages, the system's folders and its working folder; never the repository around them."""
+    from tracks.exercises.landlock import SYSTEM_READ
+
+    packages = [os.path.realpath(os.path.join(site, name)) for name in ("residual_keras", "tracks")]
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    return [*sorted(prefixes), site, *packages, os.getcwd(), *SYSTEM_READ]
+
+
+def confine_self(site):
+    """Landlock on this process (landlock.py), before the catalogue or the file is imported: the event to send."""
+    from tracks.exercises.landlock import abi_version, confine
+
+    try:
+        confined = confine(readable_folders(site), [os.getcwd()])
+    except OSError as error:  # Landlock there but refusing: say so, the grader reports it
+        return {"event": "confinement", "confined": [], "why": str(error)[:200]}
+    why = "" if confined else "Landlock is not available here (an older kernel, or a container's seccomp filter)"
+    return {"event": "confinement", "confined": confined, "abi": abi_version(), "why": why}
+
+
+def main(request_path, site):
     with open(request_path) as handle:
         request = json.load(handle)
+    confinement = confine_self(site)
     from tracks.exercises.catalogue import BY_NUMBER
 
     exercise = BY_NUMBER[request["exercise"]]
@@ -99,6 +123,7 @@ def main(request_path):
             results.write((record if isinstance(record, str) else json.dumps(record)) + "\n")
             results.flush()
 
+        send(confinement)
         run(request["file"], exercise, request["inputs"], send)
     # Ends here: a thread the file left running (or TensorFlow's teardown) cannot keep it alive
     # past its last record into a timeout.
