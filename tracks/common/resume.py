@@ -1,9 +1,9 @@
 """A new run or a resumed one, checked before anything is written.
 
 `check_run` does, with the standard library only, everything that can fail
-on the options: the config and its ranges, the `--data` value, the strategy's requirements, the
-estimate against the machine (`limits.py`) and, for `--resume`, the run's
-own config.json. Then the command sets up TensorFlow, and `start_or_resume`
+on the options: the config and its ranges, the `--data` value, the
+strategy's requirements, the estimate against the machine (`limits.py`)
+and, for `--resume`, the run's own config.json. Then the command sets up TensorFlow, and `start_or_resume`
 loads the data, checks what needs them and the resumed run's data
 fingerprint, and only then creates the run.
 `--resume RUN` continues RUN with its own config.json; only the options of
