@@ -70,6 +70,13 @@ def tally(reports):
     return summary
 
 
+# What each item of a file's confinement (runner.py, landlock.py) left it able to do.
+CONFINED_WORDS = {"files read": "read only Python's, the system's and its own folders",
+                  "files written": "write only in its own folder",
+                  "TCP": "use no TCP",
+                  "signals": "signal no process outside itself (the grader included)"}
+
+
 def confinement_line(reports):
     """What the files' processes could not do (Landlock), in one sentence, from what they reported."""
     seen = [report["confinement"] for report in reports if report.get("confinement")]
@@ -77,11 +84,10 @@ def confinement_line(reports):
     if not seen:
         return "No file's process reported its confinement."
     if len(confined) == 1 and next(iter(confined)):
-        what = next(iter(confined))
-        abi = seen[0].get("abi")
-        return (f"Each file's process was confined by Landlock (ABI {abi}) before the file was imported, "
-                f"{len(seen)} of {len(reports)} files: {', '.join(what)} outside its own folder and "
-                f"Python's were out of its reach (docs/grading.md).")
+        could = [CONFINED_WORDS[item] for item in next(iter(confined))]
+        return (f"Each file's process ({len(seen)} of {len(reports)} files) was confined by Landlock (ABI "
+                f"{seen[0].get('abi')}) before the file was imported: it could {', '.join(could[:-1])} and "
+                f"{could[-1]} (docs/grading.md).")
     whys = sorted({entry.get("why") or "partly" for entry in seen if not entry["confined"]})
     return (f"Not every file's process was confined by Landlock ({sum(n for w, n in confined.items() if w)} of "
             f"{len(seen)}; {'; '.join(whys) or 'different ABIs'}): a file could read and write what this user "
