@@ -97,13 +97,15 @@ def test_a_negative_decay_is_refused():
 def test_the_summary_states_each_variants_recipe():
     from tracks.vision.report import recipe_line
 
-    grouped = dataclasses.replace(PRESETS["nonorm"], fixup_groups=True)  # --fixup-groups
+    grouped = PRESETS["nonorm"]  # the groups and the clip are the preset's (issue 41)
     nonorm = recipe_line(grouped)
     assert "lr 0.1 (cosine, 156 warm-up steps)" in nonorm and "batch 64" in nonorm
     assert "except fixup: the official Fixup code's groups (the classifier's bias at lr/10" in nonorm
-    # Without the fixup variant (or without the groups: the preset today) no run claims them.
+    assert nonorm.endswith("every step's gradient clipped to a global norm of 1.")
+    # Without the fixup variant (or without the groups: --no-fixup-groups) no run claims them.
     assert "fixup" not in recipe_line(dataclasses.replace(grouped, variants=("plain-nonorm",)))
-    assert "fixup" not in recipe_line(PRESETS["nonorm"])
+    assert "fixup" not in recipe_line(dataclasses.replace(grouped, fixup_groups=False))
+    assert "clipped" not in recipe_line(PRESETS["quick"])
     assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(PRESETS["quick"])
 
 
