@@ -1,4 +1,4 @@
-"""Writes each reference run's bands.json: the range a class run of the quick preset may fall in.
+"""Writes each reference run's bands.json: the range a class run of its preset (quick, nonorm) may fall in.
 
 A band is the range of every measured run of the preset on that data set
 (the reference run and the earlier runs recorded in docs/experiments/),
@@ -38,6 +38,21 @@ EARLIER = {
             "plain-32 training error": [0.281, 0.416], "plain-32 test error": [0.250, 0.414],
             "residual-8 training error": [0.219, 0.182], "residual-8 test error": [0.182, 0.183],
             "residual-32 training error": [0.164, 0.158], "residual-32 test error": [0.159, 0.158],
+        },
+    },
+    "vision-nonorm-synthetic-s0": {
+        "source": "docs/experiments/vision.md, the clipped nonorm recipe on the synthetic set, seeds 1-4",
+        "values": {
+            "plain-nonorm-56 training error": [0.9, 0.901, 0.904, 0.9],
+            "plain-nonorm-56 test error": [0.9, 0.9, 0.9, 0.9],
+            "residual-nonorm-56 training error": [0.899, 0.901, 0.905, 0.9],
+            "residual-nonorm-56 test error": [0.899, 0.9, 0.9, 0.9],
+            "fixup-56 training error": [0.465, 0.46, 0.581, 0.622],
+            "fixup-56 test error": [0.45, 0.419, 0.567, 0.625],
+            "preact-zero-nonorm-56 training error": [0.619, 0.72, 0.468, 0.601],
+            "preact-zero-nonorm-56 test error": [0.587, 0.713, 0.461, 0.581],
+            "residual-56 training error": [0.202, 0.235, 0.219, 0.239],
+            "residual-56 test error": [0.193, 0.22, 0.202, 0.23],
         },
     },
     "language-tinyshakespeare-s0": {

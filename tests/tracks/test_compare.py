@@ -4,6 +4,8 @@ import json
 import pathlib
 import re
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
 from track_helpers import run_cli
 from tracks.language.__main__ import main as language_main
 from tracks.vision.__main__ import main as vision_main
@@ -228,3 +230,16 @@ def test_compare_judges_the_data_by_what_they_are_not_by_their_path(tmp_path, ca
     assert "test images: 10,000 in the reference, 2,000 in this run" in synthetic[0]
     assert ("classes: 10 (airplane, automobile, bird, ...) in the reference, 2 (horizontal_stripes, checkerboard) "
             "in this run") in synthetic[0]
+
+
+def test_compare_orders_ids_of_any_shape_and_accepts_the_nonorm_reference(capsys):
+    # fixup-56 beside plain-nonorm-56: a number met a word in the sort key (TypeError before).
+    from tracks.common.report import id_order
+
+    ids = ["plain-nonorm-56", "fixup-56", "plain-32", "plain-8", "residual-56", "pre-6-warmup100", "pre-6-warmup0"]
+    assert sorted(ids, key=id_order) == ["fixup-56", "plain-8", "plain-32", "plain-nonorm-56", "pre-6-warmup0",
+                                         "pre-6-warmup100", "residual-56"]
+    reference = ROOT / "docs" / "reference" / "vision-nonorm-synthetic-s0"
+    code, out, err = run_cli(vision_main, ["compare", reference, reference], capsys)
+    assert code == 0, err
+    assert "fixup-56 training error" in out and "outside" not in out.split("fixup-56 training error")[1].splitlines()[0]

@@ -17,6 +17,13 @@ def format_value(value, kind="float"):
     return f"{value:.3f}"
 
 
+def id_order(model_id):
+    """A sort key for model ids: "plain-8" before "plain-32" (numbers as numbers), and any two ids
+    comparable ("fixup-56" against "plain-nonorm-56": a number and a word never meet)."""
+    parts = str(model_id).replace("-", " - ").split()
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in parts]
+
+
 def deepest_with(config, results, key):
     """(depth, entries): the deepest grid depth's results entries that carry `key`."""
     depth = max(config.depths)

@@ -20,6 +20,7 @@ from tracks.common.report import (
     banner_markdown,
     deepest_with,
     format_value,
+    id_order,
     markdown_table,
     run_ending,
 )
@@ -219,18 +220,13 @@ def results_table(results):
     return headers, rows
 
 
-def _id_order(model_id):
-    """"plain-8" before "plain-32": the id's numbers compared as numbers."""
-    return [int(part) if part.isdigit() else part for part in str(model_id).replace("-", " - ").split()]
-
-
 def comparison_figures(results):
     """{figure: (value, unit)} that `compare` sets beside a reference run's (tracks/common/compare.py)."""
     figures = {}
     for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
         figures[f"{entry['id']} training error"] = (entry.get("train_error"), "percent")
         figures[f"{entry['id']} test error"] = (entry.get("test_error"), "percent")
-    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: _id_order(item[0])):
+    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: id_order(item[0])):
         figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
     return figures
 
