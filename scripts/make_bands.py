@@ -40,6 +40,21 @@ EARLIER = {
             "residual-32 training error": [0.164, 0.158], "residual-32 test error": [0.159, 0.158],
         },
     },
+    "vision-nonorm-cifar10-s0": {
+        "source": "docs/experiments/vision.md, the clipped nonorm recipe on CIFAR-10, seeds 1 and 2",
+        "values": {
+            "plain-nonorm-56 training error": [0.905, 0.905],
+            "plain-nonorm-56 test error": [0.9, 0.9],
+            "residual-nonorm-56 training error": [0.714, 0.788],
+            "residual-nonorm-56 test error": [0.705, 0.777],
+            "fixup-56 training error": [0.592, 0.611],
+            "fixup-56 test error": [0.591, 0.606],
+            "preact-zero-nonorm-56 training error": [0.731, 0.663],
+            "preact-zero-nonorm-56 test error": [0.728, 0.651],
+            "residual-56 training error": [0.475, 0.498],
+            "residual-56 test error": [0.486, 0.485],
+        },
+    },
     "vision-nonorm-synthetic-s0": {
         "source": "docs/experiments/vision.md, the clipped nonorm recipe on the synthetic set, seeds 1-4",
         "values": {
