@@ -67,14 +67,21 @@ def main(argv=None):
     if args.message:
         found = [(None, problem) for problem in problems(_message_file(args.message))]
     else:
+        base = args.since
+        if subprocess.run(["git", "cat-file", "-e", f"{base}^{{commit}}"], capture_output=True).returncode:
+            # A shallow clone without the base: check what it has, the newest commit.
+            print(f"check_commits: {base[:12]} is not in this clone (shallow?); checking HEAD only")
+            base = "HEAD~1" if subprocess.run(["git", "cat-file", "-e", "HEAD~1^{commit}"],
+                                              capture_output=True).returncode == 0 else None
         try:
-            commits = _commits_since(args.since)
+            commits = _commits_since(base) if base else [
+                (_git("rev-parse", "HEAD").strip(), _git("log", "-1", "--format=%B"), False)]
         except subprocess.CalledProcessError as error:
             print(f"check_commits: git cannot list the commits after {args.since}: "
                   f"{error.stderr.strip() or error}", file=sys.stderr)
             return 2
         found = [(commit, problem) for commit, message, merge in commits for problem in problems(message, merge)]
-        print(f"check_commits: {len(commits)} commit(s) after {args.since[:12]}, "
+        print(f"check_commits: {len(commits)} commit(s) after {(base or 'the root')[:12]}, "
               f"{len({commit for commit, _ in found})} with problems")
     for commit, problem in found:
         print(f"{commit[:12] + ': ' if commit else ''}{problem}", file=sys.stderr)
