@@ -6,7 +6,7 @@ vanishes or explodes. This package gives the layers to build both kinds of
 network side by side (`Residual` makes any branch a block), the builders of
 the networks the course trains, and instruments that measure the
 difference on any model whose blocks follow the residual protocol
-(`residual_keras.residual`).
+(`residual_keras.steps`).
 """
 
 from residual_keras import diagnostics, models, plots
@@ -33,7 +33,8 @@ from residual_keras.fixup import FixupBasicBlock, ScalarBias, ScalarScale
 from residual_keras.generate import generate
 from residual_keras.models import cifar_resnet, count_trainable_params, transformer_lm
 from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.residual import Residual, ResidualStep, check_residual_steps
+from residual_keras.residual import Residual
+from residual_keras.steps import BlockLayer, ResidualStep, check_residual_steps
 from residual_keras.resnet_blocks import BasicBlock, BottleneckBlock
 from residual_keras.shortcuts import PadShortcut, ProjectionShortcut
 from residual_keras.transformer import TransformerBlock
@@ -41,6 +42,7 @@ from residual_keras._version import __version__
 
 __all__ = [
     "BasicBlock",
+    "BlockLayer",
     "BottleneckBlock",
     "FixupBasicBlock",
     "PadShortcut",

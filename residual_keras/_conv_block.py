@@ -4,14 +4,14 @@
 (resnet_blocks.py) and `PreActBasicBlock` (preact_blocks.py). It checks the
 arguments every one of them takes, builds the shortcut (identity, option A or
 option B where the shape changes) and writes the shared part of the config;
-each block builds its own branch `f(x)` and writes its own `call`, so that
-the residual equation stays in the block's file.
+each block builds its own branch `f(x)` and says what follows the addition
+(`after_addition`). The residual step `after_addition(shortcut(x) + f(x))`
+is stated once, here, and `BlockLayer` (steps.py) derives `call` from it.
 """
 
 from typing import Optional
 
 import keras
-from keras import layers
 
 from residual_keras.checks import (
     check_choice,
@@ -23,7 +23,7 @@ from residual_keras.checks import (
 )
 from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
-from residual_keras.residual import ResidualStep
+from residual_keras.steps import BlockLayer, ResidualStep
 from residual_keras._types import (
     Activation,
     InitializerLike,
@@ -32,20 +32,18 @@ from residual_keras._types import (
 )
 from residual_keras.shortcuts import SHORTCUTS, make_shortcut
 from residual_keras._spellings import CONV_BLOCK, refuse_other_spellings
-from residual_keras._sublayers import SublayersShown
 
 NORMS = ("batchnorm", "none")
 
 
-class ConvBlockBase(SublayersShown, layers.Layer):
+class ConvBlockBase(BlockLayer):
     """The arguments, shortcut and config every CIFAR ResNet block shares.
 
-    Subclasses build their branch in `build_branch(input_shape)` and write
-    `branch(x)` (the residual function f) and `call` (how f and the shortcut
-    combine), and say in `after_addition` what `call` applies after the
-    addition, so that `residual_steps` (the residual protocol the
-    instruments read, residual.py) describes `call`; `output_channels` is
-    `filters` unless a subclass says otherwise.
+    Subclasses build their branch in `build_branch(input_shape)`, write
+    `branch(x)` (the residual function f) and say in `after_addition` what
+    follows the addition; `residual_steps` combines them with the shortcut,
+    and the call runs that step (`BlockLayer`, steps.py). `output_channels`
+    is `filters` unless a subclass says otherwise.
     """
 
     def __init__(
@@ -132,16 +130,17 @@ class ConvBlockBase(SublayersShown, layers.Layer):
 
     @property
     def after_addition(self):
-        """What `call` applies after `shortcut(x) + f(x)` (a function), or None for nothing."""
+        """What follows `shortcut(x) + f(x)` (a function), or None for nothing."""
         return None
 
-    def residual_steps(self, *unused_args, **unused_kwargs):
-        """One step, `after_addition(shortcut(x) + f(x))`: the residual protocol (residual.py)."""
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """One step, `after_addition(shortcut(x) + f(x))` (`after_addition(f(x))` for the plain twin)."""
         return [ResidualStep(
             "",
-            branch=lambda x: self.branch(x, training=False),
-            shortcut=(lambda x: self.shortcut_path(x, training=False)) if self.residual else None,
+            branch=lambda x: self.branch(x, training=training),
+            shortcut=(lambda x: self.shortcut_path(x, training=training)) if self.residual else None,
             post=self.after_addition,
+            training=training,
         )]
 
     def compute_output_shape(self, input_shape):

@@ -6,14 +6,14 @@ GPT and GPT-2). Every block then adds to it, `x_l = x_{l-1} + F_l(...)`, so
 this sum is what the identity paths carry all the way to the output.
 """
 
-from typing import Optional
+from typing import Any, Optional
 
 import keras
 from keras import layers, ops
 
 from residual_keras.checks import check_positive_int
 from residual_keras._initializers import clone_initializer
-from residual_keras._types import InitializerLike
+from residual_keras._types import ArrayLike, InitializerLike
 from residual_keras._spellings import EMBEDDING, refuse_other_spellings
 from residual_keras._sublayers import SublayersShown
 
@@ -154,7 +154,7 @@ class TokenAndPositionEmbedding(SublayersShown, layers.Layer):
                 f"(vocab_size={self.vocab_size}); {bad.size} of {ids.size} ids are out of range."
             )
 
-    def call(self, inputs):
+    def call(self, inputs: ArrayLike) -> Any:
         self._check_length(tuple(inputs.shape))
         self._check_ids(inputs)
         length = ops.shape(inputs)[1]

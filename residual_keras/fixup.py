@@ -23,7 +23,7 @@ there the multiplier has no such meaning.)
 """
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import keras
 from keras import layers, ops
@@ -37,11 +37,10 @@ from residual_keras.checks import (
     strided_output_shape,
 )
 from residual_keras._conv_layers import conv2d
-from residual_keras.residual import ResidualStep
-from residual_keras._types import Activation, IntOrPair, RegularizerLike
+from residual_keras.steps import BlockLayer, ResidualStep
+from residual_keras._types import Activation, ArrayLike, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
 from residual_keras._spellings import FIXUP_BLOCK, refuse_other_spellings
-from residual_keras._sublayers import SublayersShown
 
 
 class _Scalar(layers.Layer):
@@ -106,7 +105,7 @@ class ScalarBias(_Scalar):
 
     initial_value = 0.0
 
-    def call(self, inputs):
+    def call(self, inputs: ArrayLike) -> Any:
         return inputs + self._value_for(inputs)
 
 
@@ -129,12 +128,12 @@ class ScalarScale(_Scalar):
 
     initial_value = 1.0
 
-    def call(self, inputs):
+    def call(self, inputs: ArrayLike) -> Any:
         return inputs * self._value_for(inputs)
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class FixupBasicBlock(SublayersShown, layers.Layer):
+class FixupBasicBlock(BlockLayer):
     """A CIFAR basic block without normalisation, initialised by Fixup.
 
     `out = conv2(ReLU(conv1(x + b1) + b2) + b3) * s + b4` and
@@ -248,17 +247,10 @@ class FixupBasicBlock(SublayersShown, layers.Layer):
             return inputs
         return self.shortcut_layer(self.bias1(inputs))
 
-    def call(self, inputs):
-        residual = self.branch(inputs)  # f(x), exactly 0 at initialisation
-        y = residual + self.shortcut_path(inputs)  # f(x) + shortcut(x)
-        if self.final_activation:
-            y = self.activation(y)  # ReLU(f(x) + shortcut(x))
-        return y
-
-    def residual_steps(self, *unused_args, **unused_kwargs):
-        """One step, `ReLU(shortcut(x) + f(x))`: the residual protocol (residual.py)."""
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """One step, `ReLU(shortcut(x) + f(x))` (f exactly 0 at initialisation): the block's call."""
         return [ResidualStep("", branch=self.branch, shortcut=self.shortcut_path,
-                             post=self.activation if self.final_activation else None)]
+                             post=self.activation if self.final_activation else None, training=training)]
 
     def identity_scale(self):
         """The branch's scale s (1 at initialisation; the branch is 0 because conv2 is)."""

@@ -94,7 +94,7 @@ def cifar_resnet(
             its own residual, shortcut and initialisation: `residual`,
             `shortcut`, `zero_gamma`, `zero_init_last` and `norm="fixup"` are
             for the library's blocks. It measures with every instrument when
-            it implements the residual protocol (`residual_keras.residual`).
+            it implements the residual protocol (`residual_keras.steps`).
             Default "basic".
         shortcut: "A" (zero-pad, parameter-free) or "B" (1x1 projection),
             used where a block changes shape. Default "A".

@@ -114,11 +114,6 @@ class PreActBasicBlock(ConvBlockBase):
             return None
         return float(np.linalg.norm(keras.ops.convert_to_numpy(self.conv2.kernel)))
 
-    def call(self, inputs, training=None):
-        if not self.residual:
-            return self.branch(inputs, training)  # the plain twin: f(x)
-        return self.shortcut_path(inputs, training) + self.branch(inputs, training)  # x + f(x), nothing after
-
     def get_config(self):
         config = super().get_config()
         config["zero_init_last"] = self.zero_init_last

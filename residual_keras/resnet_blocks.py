@@ -39,8 +39,8 @@ class _ConvBlock(ConvBlockBase):
     """What `BasicBlock` and `BottleneckBlock` share: `activation(f(x) + shortcut(x))`.
 
     Subclasses create their branch's conv/BN pairs in `build_branch()` with
-    `self._conv_bn(...)` and compute the branch in `branch()`; `call` adds
-    the shortcut and the final activation. The arguments every CIFAR block
+    `self._conv_bn(...)` and compute the branch in `branch()`; the step adds
+    the shortcut, then the final activation (`after_addition`). The arguments every CIFAR block
     takes are checked in `ConvBlockBase` (_conv_block.py).
     """
 
@@ -101,15 +101,6 @@ class _ConvBlock(ConvBlockBase):
         if not self.zero_gamma:
             return None
         return float(np.mean(np.abs(keras.ops.convert_to_numpy(self.last_norm.gamma))))
-
-    def call(self, inputs, training=None):
-        if self.residual:
-            y = self.branch(inputs, training) + self.shortcut_path(inputs, training)  # f(x) + shortcut(x)
-        else:
-            y = self.branch(inputs, training)  # the plain twin: f(x)
-        if self.final_activation:
-            y = self.activation(y)  # ReLU(f(x) + shortcut(x)), He et al. 2015
-        return y
 
     def get_config(self):
         config = super().get_config()

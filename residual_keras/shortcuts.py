@@ -12,7 +12,7 @@ widens the channels, the shortcut must change shape too:
   network (`norm="none"`) the 1x1 convolution alone, `x -> W_s x`.
 """
 
-from typing import Optional
+from typing import Any, Optional
 
 import keras
 from keras import layers, ops
@@ -29,7 +29,7 @@ from residual_keras.checks import (
 )
 from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
-from residual_keras._types import InitializerLike, IntOrPair, RegularizerLike
+from residual_keras._types import ArrayLike, InitializerLike, IntOrPair, RegularizerLike
 from residual_keras._sublayers import SublayersShown
 
 SHORTCUTS = ("A", "B")
@@ -81,7 +81,7 @@ class PadShortcut(layers.Layer):
         self._pad_before = extra // 2
         self._pad_after = extra - extra // 2
 
-    def call(self, inputs):
+    def call(self, inputs: ArrayLike) -> Any:
         step_height, step_width = self.strides
         padding = [[0, 0], [0, 0], [0, 0], [0, 0]]
         if self.data_format == "channels_last":
@@ -163,7 +163,7 @@ class ProjectionShortcut(SublayersShown, layers.Layer):
                                   clone_initializer(self.kernel_initializer))
         self.norm = None if self.norm_kind == "none" else batch_norm(self, "norm", shape)
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
         x = self.conv(inputs)
         return x if self.norm is None else self.norm(x, training=training)
 

@@ -36,7 +36,7 @@ which returns the probabilities) or, with `fused_attention=True`, through
 `keras.ops.dot_product_attention` (fused by each backend; needs `dropout=0`).
 """
 
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import keras
 from keras import layers, ops
@@ -44,15 +44,14 @@ from keras import layers, ops
 from residual_keras.checks import check_bool, check_positive_int
 from residual_keras._initializers import clone_initializer
 from residual_keras._transformer_args import check_norm_position, refuse_positional, resolve_residual
-from residual_keras._types import Activation, InitializerLike, RegularizerLike
+from residual_keras._types import Activation, ArrayLike, InitializerLike, RegularizerLike
 from residual_keras.attention import allowed_keys, check_heads, fused_attention, reference_attention
-from residual_keras.residual import ResidualStep, identity
+from residual_keras.steps import BlockLayer, ResidualStep, identity
 from residual_keras._spellings import TRANSFORMER_BLOCK, TRANSFORMER_BLOCK_CALL, refuse_other_spellings
-from residual_keras._sublayers import SublayersShown
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class TransformerBlock(SublayersShown, layers.Layer):
+class TransformerBlock(BlockLayer):
     """A Transformer block, Pre-LN, Post-LN or ReZero, or its plain twin.
 
     For each of its two sublayers F (causal self-attention, then the
@@ -72,11 +71,10 @@ class TransformerBlock(SublayersShown, layers.Layer):
     writes into the stream: `F(LN(x))` for pre (residual or plain), `F(x)` for
     post before the addition and LN (residual or plain), `alpha * F(x)` for
     ReZero. They do not depend on `residual`, so a block and its plain twin
-    with the same weights have the same branches. `call` writes the residual
-    connection out and reads top to bottom as the equations above;
-    `residual_steps` tells the instruments the same in parts (the residual
-    protocol, residual.py): two steps, each `post(x + branch(x))` with `post`
-    the sublayer's LayerNorm for Post-LN and nothing otherwise.
+    with the same weights have the same branches. `residual_steps` states the
+    block once, as the equations above: two steps, each `post(x + branch(x))`
+    with `post` the sublayer's LayerNorm for Post-LN and nothing otherwise;
+    the call runs them (`BlockLayer`, steps.py), and the instruments read them.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
@@ -340,73 +338,56 @@ class TransformerBlock(SublayersShown, layers.Layer):
             return ops.cast(self.rezero_alpha, update.dtype) * update
         return update
 
-    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None, mask=None):
+    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None, mask=None,
+                         return_attention_scores=False):
         """What the attention sublayer writes into the stream.
 
         `F(LN(x))` (pre), `F(x)` (post, before the addition and LN) or
         `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C);
-        the masks as in `call`.
+        the masks as in `call`. With `return_attention_scores`, the pair
+        (update, the attention probabilities (B, H, T, T)).
         """
         if padding_mask is None and mask is not None:
             padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
         allowed = self._allowed(x, padding_mask, attention_mask)
-        update, _ = self._self_attention(self._sublayer_input(x, self.attention_norm), allowed, training,
-                                         only_causal=padding_mask is None and attention_mask is None)
-        return self._scaled(update)
+        update, scores = self._self_attention(
+            self._sublayer_input(x, self.attention_norm), allowed, training, need_scores=return_attention_scores,
+            only_causal=padding_mask is None and attention_mask is None)
+        update = self._scaled(update)
+        return (update, scores) if return_attention_scores else update
 
     def feedforward_branch(self, x, training=None):
         """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
         return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
 
-    def call(self, inputs, training=None, padding_mask=None, attention_mask=None, mask=None,
-             return_attention_scores=False, **other_names):
+    def residual_steps(self, training: Optional[bool] = False, padding_mask: Optional[ArrayLike] = None,
+                       attention_mask: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
+                       return_attention_scores: bool = False, **other_names: Any) -> list[ResidualStep]:
+        """Two steps, attention then feed-forward: what the block's call computes.
+
+        Each is `post(x + branch(x))` (`post(branch(x))` for the plain twin),
+        `post` the sublayer's LayerNorm for Post-LN (`x = LN(x + F(x))`) and
+        nothing for Pre-LN (`x = x + F(LN(x))`) and ReZero (`x = x + alpha
+        F(x)`); the attention step sees the call's masks, and returns the
+        attention probabilities as its extra output when asked.
+        """
         refuse_other_spellings(f"{self.__class__.__name__}.call", other_names, TRANSFORMER_BLOCK_CALL)
         if other_names:
             raise TypeError(f"{self.__class__.__name__}.call got unexpected arguments {sorted(other_names)}.")
-        if padding_mask is None and mask is not None:
-            padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
-        post_ln = self.norm_position == "post" and self.uses_layer_norm
-        x = inputs  # (B, T, C)
-
-        # Attention. F(LN(x)) (pre), F(x) (post), alpha * F(x) (ReZero): `attention_branch`.
-        allowed = self._allowed(x, padding_mask, attention_mask)
-        attention, scores = self._self_attention(
-            self._sublayer_input(x, self.attention_norm), allowed, training,
-            need_scores=return_attention_scores, only_causal=padding_mask is None and attention_mask is None,
-        )
-        update = self._scaled(attention)
-        x = x + update if self.residual else update  # the residual connection (plain twin: no addition)
-        if post_ln:
-            x = self.attention_norm(x)  # Post-LN: x = LN(x + F(x))
-
-        # Feed-forward, the same way.
-        update = self.feedforward_branch(x, training=training)
-        x = x + update if self.residual else update
-        if post_ln:
-            x = self.feedforward_norm(x)
-
-        if return_attention_scores:
-            return x, scores
-        return x
-
-    def residual_steps(self, padding_mask=None, attention_mask=None, mask=None, **unused_kwargs):
-        """Two steps, attention then feed-forward: the residual protocol (residual.py).
-
-        Each is `post(x + branch(x))` (`post(branch(x))` for the plain twin),
-        `post` the sublayer's LayerNorm for Post-LN and nothing for Pre-LN
-        and ReZero; the attention step sees the call's masks.
-        """
-        shortcut = identity if self.residual else None
+        shortcut = identity if self.residual else None  # the residual connection (plain twin: none)
         post_ln = self.norm_position == "post" and self.uses_layer_norm
 
         def attention(x):
-            return self.attention_branch(x, training=False, padding_mask=padding_mask,
-                                         attention_mask=attention_mask, mask=mask)
+            return self.attention_branch(x, training, padding_mask, attention_mask, mask, return_attention_scores)
+
+        def feedforward(x):
+            return self.feedforward_branch(x, training=training)
 
         return [
-            ResidualStep("attention", attention, shortcut, self.attention_norm if post_ln else None),
-            ResidualStep("feedforward", lambda x: self.feedforward_branch(x, training=False), shortcut,
-                         self.feedforward_norm if post_ln else None),
+            ResidualStep("attention", attention, shortcut, self.attention_norm if post_ln else None, training,
+                         extra="attention_scores" if return_attention_scores else None),
+            ResidualStep("feedforward", feedforward, shortcut, self.feedforward_norm if post_ln else None,
+                         training),
         ]
 
     def lesioned(self, *unused_args, **unused_kwargs):

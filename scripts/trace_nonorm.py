@@ -55,7 +55,7 @@ def main(argv=None):
     import tensorflow as tf
 
     from residual_keras.diagnostics import blocks as model_blocks
-    from residual_keras.residual import residual_steps
+    from residual_keras.steps import residual_steps
     from tracks.vision import experiment
     from tracks.vision.data import training_epochs
     from tracks.vision.experiment import VisionSpec

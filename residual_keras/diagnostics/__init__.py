@@ -43,7 +43,7 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   around the trained weights (`loss_landscape`, Li et al. 2018).
 
 Which layers are "blocks": every layer in the model that implements the
-residual protocol (`residual_keras.residual`: a `residual_steps()` method
+residual protocol (`residual_keras.steps`: a `residual_steps()` method
 saying how the layer is built from residual additions `post(shortcut(x) +
 branch(x))`), at any depth (inside nested `Sequential` stages, functional
 sub-models, a subclassed model's attributes), ordered as the forward pass

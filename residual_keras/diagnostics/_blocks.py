@@ -1,7 +1,7 @@
 """Which layers of a model are its residual-stream blocks.
 
 A block is any layer that implements the residual protocol
-(`residual_keras.residual`: a `residual_steps` method), the package's own
+(`residual_keras.steps`: a `residual_steps` method), the package's own
 blocks and a student's alike. `outermost_blocks` walks the model's layers at
 any depth (a block inside a nested `Sequential` stage, a functional sub-model
 or a subclassed model's attributes counts), in the order Keras lists them;
@@ -12,7 +12,7 @@ instruments' results do. The instruments then run the whole model
 
 import keras
 
-from residual_keras.residual import ResidualBlock, residual_steps
+from residual_keras.steps import ResidualBlock, residual_steps
 
 
 def _sublayers(layer):
@@ -51,7 +51,7 @@ def all_layers(model):
 
 
 def _is_block(layer):
-    """A layer that implements the residual protocol (residual_keras.residual)."""
+    """A layer that implements the residual protocol (residual_keras.steps)."""
     return isinstance(layer, keras.layers.Layer) and isinstance(layer, ResidualBlock)
 
 
@@ -77,7 +77,7 @@ def blocks(model: keras.Model) -> dict[str, keras.layers.Layer]:
     """The blocks the instruments measure in `model`, by the names their results give them.
 
     A block is a layer that implements the residual protocol
-    (`residual_keras.residual`: the package's blocks, `residual_keras.Residual`,
+    (`residual_keras.steps`: the package's blocks, `residual_keras.Residual`,
     or a layer of yours with a `residual_steps()` method), found at any depth:
     inside nested `Sequential` stages, functional sub-models and a subclassed
     model's attributes. A block inside another block does not count: the

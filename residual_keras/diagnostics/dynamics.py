@@ -14,7 +14,7 @@ batch and in inference mode (so that nothing of the model changes):
   `stream_contributions`); None for plain blocks and for layers without
   the residual protocol named in `blocks=`;
 - per block, `identity_scalar`: the block's identity scale (the residual
-  protocol, `residual_keras.residual`): the number that makes an
+  protocol, `residual_keras.steps`): the number that makes an
   identity-initialised block start as the identity and lets it leave it:
   ReZero's alpha, the mean |gamma| of a zero-gamma block's last BatchNorm,
   Fixup's scale, the norm of a zero-initialised pre-activation block's last
@@ -54,7 +54,7 @@ from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.rank import channels_axis, delta_rank_of
 from residual_keras.diagnostics.stream import walk_steps
-from residual_keras.residual import ResidualBlock, identity_scale
+from residual_keras.steps import ResidualBlock, identity_scale
 
 FIELDS = ("epoch", "block", "name", "gradient_gain", "stream_grad_norm", "weight_grad_norm",
           "update_ratio", "branch_ratio", "identity_scalar", "delta_rank", "delta_effective_rank", "delta_size")

@@ -11,7 +11,7 @@ from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _autodiff, _inputs
 from residual_keras.diagnostics._blocks import _call, steps_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.residual import _apply
+from residual_keras.steps import _apply
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
     _TINY,

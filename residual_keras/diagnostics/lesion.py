@@ -13,7 +13,7 @@ intact; a plain network has one path, and deleting any layer breaks it.
   Transformer block removed.
 
 A removed block becomes what the residual protocol says
-(`residual_keras.residual`): the block's own `lesioned()` where it has one
+(`residual_keras.steps`): the block's own `lesioned()` where it has one
 (a `TransformerBlock` becomes the identity, which for Post-LN also skips the
 block's LayerNorms), else each residual step `post(shortcut(x))`:
 `ReLU(shortcut(x))` for the original blocks (`BasicBlock`,
@@ -48,7 +48,7 @@ from residual_keras.diagnostics import _inputs, _losses, _metrics
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
-from residual_keras.residual import ResidualBlock, _apply, lesioned, residual_steps
+from residual_keras.steps import ResidualBlock, _apply, lesioned, residual_steps
 
 
 def _shape(tensor):
@@ -372,7 +372,7 @@ def lesion_sublayers(
 
     For Transformer blocks the steps are the attention and the feed-forward
     sublayers (for any block, the steps of the residual protocol,
-    `residual_keras.residual`). A removed sublayer writes nothing: the
+    `residual_keras.steps`). A removed sublayer writes nothing: the
     stream passes on as `post(shortcut(x))`, which is `x` (Pre-LN, ReZero)
     or `LN(x)` (Post-LN, whose LayerNorm sits on the stream); in a plain
     twin as `post(x)` (`x`, or `LN(x)` for Post-LN). The blocks run with the masks they were called

@@ -5,7 +5,7 @@ branch(x_{l-1}))` is a sum over 2^n paths: at every step a path goes either
 through the branch or along the shortcut. A ResNet block is one step; a
 Transformer block two (attention, then feed-forward: L blocks give 2L steps
 and 2^(2L) paths). The steps are those of the residual protocol
-(`residual_keras.residual`), so a student's own block counts as well. A path's length k is the number of
+(`residual_keras.steps`), so a student's own block counts as well. A path's length k is the number of
 branches it passes; there are C(n, k) paths of length k, so path lengths
 follow Binomial(n, 1/2) and most paths are about n/2 blocks deep.
 
@@ -38,7 +38,7 @@ from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _inputs, _losses
 from residual_keras.diagnostics._blocks import steps_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.residual import _apply
+from residual_keras.steps import _apply
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import _to_numpy
 

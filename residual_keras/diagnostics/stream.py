@@ -15,7 +15,7 @@ LayerNorm and unembedding): the loss of that early read-out shows at which
 depth the prediction forms (`logit_lens`).
 
 The instruments read the blocks through the residual protocol
-(`residual_keras.residual`): each block is one or more steps
+(`residual_keras.steps`): each block is one or more steps
 `post(shortcut(x) + branch(x))` (a Transformer block two, attention and
 feed-forward; a conv block or `Residual` one, named "branch" here), so they
 measure any block a student writes as well as the package's. Masks the
@@ -40,7 +40,7 @@ from residual_keras.diagnostics._tensors import (
     _per_example_norm,
     _to_numpy,
 )
-from residual_keras.residual import identity
+from residual_keras.steps import identity
 
 
 def step_names(forward, trace):

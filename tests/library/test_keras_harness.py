@@ -26,8 +26,24 @@ def _serialized(layer):
     return keras.saving.serialize_keras_object(layer)
 
 
+@keras.saving.register_keras_serializable(package="tests")
+class DampedBlock(rk.BlockLayer):
+    """y = x + 0.1 Dense(x): a block that states only its residual steps (its call is BlockLayer's)."""
+
+    def build(self, input_shape):
+        self.f = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy)  # mixed precision too
+        self.f.build(input_shape)
+
+    def residual_steps(self, training=False):
+        return [rk.ResidualStep("", branch=lambda x: 0.1 * self.f(x), training=training)]
+
+
+# The public bases no one builds directly, each tested through a subclass of its own.
+ABSTRACT_BASES = {rk.BlockLayer: DampedBlock}
+
 # (layer class, constructor arguments, input, output shape): at least one case per public layer.
 CASES = {
+    "BlockLayer": (DampedBlock, {}, VECTORS, (4, 6)),
     "BasicBlock": (rk.BasicBlock, {"filters": 4}, IMAGES, (2, 8, 8, 4)),
     "BasicBlock-option-B": (rk.BasicBlock, {"filters": 8, "strides": 2, "shortcut": "B"}, IMAGES, (2, 4, 4, 8)),
     "BottleneckBlock": (rk.BottleneckBlock, {"filters": 2, "expansion": 2}, IMAGES, (2, 8, 8, 4)),
@@ -57,7 +73,11 @@ def _public_layers():
 
 def test_every_public_layer_has_a_case():
     """A layer exported later without a case here fails this test."""
-    assert _public_layers() == {layer_cls for layer_cls, *_ in CASES.values()}
+    tested = {layer_cls for layer_cls, *_ in CASES.values()}
+    for base, subclass in ABSTRACT_BASES.items():
+        assert issubclass(subclass, base) and subclass in tested
+        tested = tested - {subclass} | {base}
+    assert _public_layers() == tested
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from residual_keras import (
     TransformerBlock,
     check_residual_steps,
 )
-from residual_keras.residual import lesioned, residual_steps
+from residual_keras.steps import lesioned, residual_steps
 
 X = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
 IMAGES = np.random.default_rng(1).standard_normal((2, 8, 8, 4)).astype("float32")
