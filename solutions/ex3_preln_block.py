@@ -8,7 +8,7 @@ EXERCISE = 3
 
 
 @keras.saving.register_keras_serializable(package="exercises")
-class PreLNBlock(keras.layers.Layer):
+class PreLNBlock(rk.BlockLayer):
     def __init__(self, num_heads, hidden, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
@@ -34,12 +34,10 @@ class PreLNBlock(keras.layers.Layer):
     def feedforward(self, x):
         return self.mlp_out(self.mlp_in(self.mlp_norm(x)))  # MLP(LN(x))
 
-    def call(self, x):
-        x = x + self.attend(x)  # x + Attention(LN(x))
-        return x + self.feedforward(x)  # x + MLP(LN(x))
-
-    def residual_steps(self, **call_kwargs):
-        return [rk.ResidualStep("attention", self.attend), rk.ResidualStep("feedforward", self.feedforward)]
+    def residual_steps(self, training=False, **call_kwargs):
+        # x + Attention(LN(x)), then x + MLP(LN(x)): BlockLayer's call runs these two steps
+        return [rk.ResidualStep("attention", self.attend, training=training),
+                rk.ResidualStep("feedforward", self.feedforward, training=training)]
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "hidden": self.hidden}

@@ -31,8 +31,10 @@ def test_protocol_example_runs_and_its_block_is_measured(capsys):
     code = _block_after("<!-- example: protocol")
     assert len(code.strip().splitlines()) <= 12
     exec(compile(code, "README.md", "exec"), namespace)
-    assert float(capsys.readouterr().out.splitlines()[-1]) == 0.0  # check_residual_steps: they agree
+    assert capsys.readouterr().out.splitlines()[-1] == "(4, 8)"
     keras, rk = namespace["keras"], namespace["rk"]
+    assert isinstance(namespace["block"], rk.BlockLayer)  # its call is the one its steps give
+    assert rk.check_residual_steps(namespace["block"], keras.random.normal((4, 8))) == 0.0
     inputs = keras.Input((8,))
     x = namespace["Damped"](name="damped1")(inputs)
     model = keras.Model(inputs, keras.layers.Dense(3)(namespace["Damped"](name="damped2")(x)))

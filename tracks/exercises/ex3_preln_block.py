@@ -29,9 +29,10 @@ Write `PreLNBlock(num_heads, hidden)`: causal self-attention
 (keras.layers.MultiHeadAttention with key_dim = width // num_heads and
 use_causal_mask=True), then an MLP Dense(hidden, gelu) -> Dense(width),
 each inside its own residual addition with its own LayerNormalization
-before it, as above. It must also implement `residual_steps()` (the
-residual protocol of residual_keras.residual), so that every instrument of
-the package measures it.
+before it, as above. State the two residual additions once, in
+`residual_steps()` (the residual protocol of residual_keras.steps): the
+base class residual_keras.BlockLayer runs them as the block's call, and
+every instrument of the package reads them.
 
 Check your work:  python -m tracks check THIS_FILE
 
@@ -39,6 +40,8 @@ Hints:
 - attention(query, value, use_causal_mask=True) with query = value = LN(x);
 - two LayerNormalization layers, one per sublayer, applied to the sublayer's
   input, never to the stream after the addition;
+- the block subclasses residual_keras.BlockLayer, which derives call() from
+  residual_steps(): you write build() and residual_steps(), not call();
 - residual_steps returns two residual_keras.ResidualStep("attention", ...)
   and ("feedforward", ...), each with the branch only (shortcut: identity,
   no post), computed from the block's own layers each time it is called;
@@ -53,7 +56,7 @@ EXERCISE = 3
 
 
 @keras.saving.register_keras_serializable(package="exercises")
-class PreLNBlock(keras.layers.Layer):
+class PreLNBlock(rk.BlockLayer):
     def __init__(self, num_heads, hidden, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
@@ -62,10 +65,7 @@ class PreLNBlock(keras.layers.Layer):
     def build(self, input_shape):
         raise NotImplementedError
 
-    def call(self, x):
-        raise NotImplementedError
-
-    def residual_steps(self, **call_kwargs):
+    def residual_steps(self, training=False, **call_kwargs):
         raise NotImplementedError
 
     def get_config(self):
@@ -323,7 +323,7 @@ EXERCISE = Exercise(
     number=3, title="a Pre-LN Transformer block from keras.layers parts", self_test="(c), (d)",
     filename="ex3_preln_block.py", skeleton=SKELETON, draw=draw, checks=(
         CheckSpec("shape", "the output has the input's shape", probe_shape, judge_shape,
-                  "build() makes the parts, call() uses them"),
+                  "build() makes the parts, residual_steps() uses them"),
         CheckSpec("causal", "causal: a later position does not change an earlier one", probe_causal, judge_causal,
                   "self-attention with use_causal_mask=True: position t reads positions <= t only"),
         CheckSpec("parameters", "the parameter count", probe_parameters, judge_parameters,
