@@ -9,7 +9,7 @@ difference on any model whose blocks follow the residual protocol
 (`residual_keras.steps`).
 """
 
-from residual_keras import diagnostics, models, plots
+from residual_keras import blocks, diagnostics, models, plots
 from residual_keras.diagnostics import (
     TrainingDynamics,
     activation_norms,
@@ -56,6 +56,7 @@ __all__ = [
     "TrainingDynamics",
     "TransformerBlock",
     "activation_norms",
+    "blocks",
     "calibrate_batchnorm",
     "check_residual_steps",
     "cifar_resnet",

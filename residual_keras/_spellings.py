@@ -13,6 +13,7 @@ import functools
 KERAS_IO = "keras-io's examples"
 APPLICATIONS = "keras.applications' ResNet"
 KERAS_HUB = "keras-hub"
+BEFORE = "residual_keras 0.1 (CHANGELOG.md, 0.2.0)"
 
 # {their name: (what to write here, whose name it is)}
 TRANSFORMER_BLOCK = {
@@ -38,9 +39,16 @@ FIXUP_BLOCK = {
                       APPLICATIONS),
 }
 CIFAR_RESNET = {
-    "use_pre_activation": ('block="preact"', KERAS_HUB),
+    "use_pre_activation": ("block=rk.blocks.preact()", KERAS_HUB),
     "block_type": ("block", KERAS_HUB),
     "classes": ("num_classes", APPLICATIONS),
+    # our own flags before the named block families
+    "residual": ("a block family: residual=False is block=rk.blocks.plain() (or plain_preact())", BEFORE),
+    "shortcut": ('an argument of the block family: block=rk.blocks.basic(shortcut="B")', BEFORE),
+    "norm": ('an argument of the block family: block=rk.blocks.basic(norm="none"); norm="fixup" is '
+             "block=rk.blocks.fixup()", BEFORE),
+    "zero_gamma": ("a block family: block=rk.blocks.zero_gamma_basic()", BEFORE),
+    "zero_init_last": ("a block family: block=rk.blocks.zero_init_preact()", BEFORE),
 }
 TRANSFORMER_LM = {
     "vocabulary_size": ("vocab_size", KERAS_HUB),

@@ -4,9 +4,10 @@
 section 4.2: a 3x3 stem with `width` filters, three stages of n blocks on
 32x32, 16x16 and 8x8 maps with width, 2*width and 4*width filters (the first
 block of stages 2 and 3 has stride 2), global average pooling and a dense
-classifier. Depth = 6n + 2 weighted layers. `block="preact"` builds He et
+classifier. Depth = 6n + 2 weighted layers. The block family
+(`residual_keras.blocks`) names the network: `blocks.preact()` builds He et
 al. 2016's pre-activation network instead (stem conv, pre-activation blocks,
-a final BN-ReLU before pooling); `norm="none"` removes every normalisation.
+a final BN-ReLU before pooling), `norm="none"` removes every normalisation.
 
 `transformer_lm` is a decoder-only character language model of
 `TransformerBlock`s (Pre-LN, Post-LN, their plain twins, or ReZero) with
@@ -25,14 +26,10 @@ from residual_keras.attention import check_heads
 from residual_keras import batchnorm
 from residual_keras._spellings import CIFAR_RESNET, TRANSFORMER_LM, refuses
 from residual_keras.embedding import TokenAndPositionEmbedding
-from residual_keras.fixup import FixupBasicBlock, ScalarBias
-from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.resnet_blocks import BasicBlock
+from residual_keras import blocks
+from residual_keras.fixup import ScalarBias
 from residual_keras.transformer import TransformerBlock
 
-NORMS = ("batchnorm", "fixup", "none")
-# The library's blocks by name; `block=` also takes a class or factory of one's own.
-BLOCKS = {"basic": BasicBlock, "preact": PreActBasicBlock}
 INITS = ("gpt2", "xavier")
 
 
@@ -55,12 +52,7 @@ def blocks_per_stage(depth: int) -> int:
 def cifar_resnet(
     depth: int,
     *,
-    residual: bool = True,
-    block: Union[str, Callable[..., keras.layers.Layer]] = "basic",
-    shortcut: str = "A",
-    norm: str = "batchnorm",
-    zero_gamma: bool = False,
-    zero_init_last: bool = False,
+    block: Union[blocks.BlockFamily, Callable[..., keras.layers.Layer]] = blocks.basic(),
     num_classes: int = 10,
     width: int = 16,
     input_shape: Optional[tuple[int, ...]] = None,
@@ -81,32 +73,19 @@ def cifar_resnet(
 
     Args:
         depth: int. 6n + 2: 20, 32, 44, 56, 110, 1202, ...
-        residual: bool. False builds the plain network with the same layers.
-            Default True.
-        block: "basic" (He et al. 2015: `ReLU(x + f(x))`), "preact" (He et
-            al. 2016: `x + f(x)`, BN-ReLU inside the branch, and a final
-            BN-ReLU before pooling), or a block of one's own: a class or
+        block: a named block family from `residual_keras.blocks`, which
+            says the block and the network around it: `blocks.basic()` (He
+            et al. 2015: `ReLU(x + f(x))`, option-A shortcuts), `plain()`
+            (its plain twin, the same layers), `basic(shortcut="B")`,
+            `zero_gamma_basic()`, `preact()` (He et al. 2016: `x + f(x)`
+            and a final BN-ReLU before pooling), `plain_preact()`,
+            `zero_init_preact()`, `fixup()` (no normalisation, Fixup
+            initialisation); `norm="none"` where a family takes it removes
+            every normalisation. Or a block of one's own: a class or
             factory called as `block(filters, strides, name=...)` that
             returns a Keras layer (keras-hub's `block_type`, timm's
-            `block_fn`; `functools.partial` sets its other arguments). A
-            block of one's own gets the basic network around it (stem
-            conv-BN-ReLU, pool, dense; `norm` applies to the stem) and sets
-            its own residual, shortcut and initialisation: `residual`,
-            `shortcut`, `zero_gamma`, `zero_init_last` and `norm="fixup"` are
-            for the library's blocks. It measures with every instrument when
-            it implements the residual protocol (`residual_keras.steps`).
-            Default "basic".
-        shortcut: "A" (zero-pad, parameter-free) or "B" (1x1 projection),
-            used where a block changes shape. Default "A".
-        norm: "batchnorm" (the paper), "fixup" (no normalisation, Fixup
-            initialisation; basic residual blocks only) or "none" (no
-            normalisation at all, He initialisation: the network in which a
-            plain stack's product of Jacobians shows undisguised).
-            Default "batchnorm".
-        zero_gamma: bool. Start each basic block's last BN gamma at 0.
-            Default False.
-        zero_init_last: bool. Start each pre-activation block's last conv at
-            0, so every block is the identity at initialisation. Default False.
+            `block_fn`), the same as `blocks.own(block)`. Default
+            `blocks.basic()`.
         num_classes: int. Output classes. Default 10.
         width: int. Filters of the first stage (16 in the paper). Default 16.
         input_shape: tuple or None. One image's shape in `data_format`'s
@@ -131,88 +110,27 @@ def cifar_resnet(
         >>> model = cifar_resnet(20)
         >>> count_trainable_params(model)
         269722
+        >>> count_trainable_params(cifar_resnet(20, block=blocks.plain()))
+        269722
     """
     n = blocks_per_stage(depth)
-    check_choice("norm", norm, NORMS)
-    own_block = callable(block) and not isinstance(block, str)
-    if own_block:
-        if not residual or shortcut != "A" or zero_gamma or zero_init_last or norm == "fixup":
-            raise ValueError(
-                f"block={getattr(block, '__name__', block)!r} is a block of your own: it sets its own "
-                "residual connection, shortcut and initialisation, so residual=, shortcut=, "
-                "zero_gamma=, zero_init_last= and norm='fixup' (for the library's blocks) must keep "
-                "their defaults; pass them to your block (functools.partial(MyBlock, ...)). Got "
-                f"residual={residual!r}, shortcut={shortcut!r}, zero_gamma={zero_gamma!r}, "
-                f"zero_init_last={zero_init_last!r}, norm={norm!r}."
-            )
-    else:
-        check_choice("block", block, tuple(BLOCKS))
-    check_choice("shortcut", shortcut, ("A", "B"))
+    family = blocks.family(block)
     check_positive_int("num_classes", num_classes)
     check_positive_int("width", width)
-    if not isinstance(residual, bool):
-        raise ValueError(f"residual must be True or False, got {residual!r}.")
-    if norm == "fixup":
-        if not residual or block != "basic":
-            raise ValueError(
-                "norm='fixup' needs residual=True and block='basic': Fixup starts every branch "
-                "at zero, so a plain Fixup network would output a "
-                f"constant; got residual={residual!r}, block={block!r}."
-            )
-        if zero_gamma or zero_init_last or shortcut != "A":
-            raise ValueError(
-                "norm='fixup' has no BatchNorm (so no zero_gamma), starts its branches "
-                "at 0 itself and uses its own option-A shortcut; got "
-                f"zero_gamma={zero_gamma!r}, zero_init_last={zero_init_last!r}, shortcut={shortcut!r}."
-            )
-    if zero_gamma and (not residual or block != "basic" or norm != "batchnorm"):
-        raise ValueError(
-            "zero_gamma=True needs residual=True, block='basic' and norm='batchnorm' "
-            "(a plain block with a zero last gamma outputs 0; pre-activation blocks "
-            "end with a conv: use zero_init_last)."
-        )
-    if zero_init_last and (not residual or block != "preact"):
-        raise ValueError(
-            "zero_init_last=True needs residual=True and block='preact' (a plain block "
-            "with a zero last conv outputs 0; basic blocks: use zero_gamma)."
-        )
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}.")
     data_format = check_data_format(data_format)
     if input_shape is None:
         input_shape = (32, 32, 3) if data_format == "channels_last" else (3, 32, 32)
-    # A block of one's own sees the layout only when it is not Keras' usual one.
-    layout = {"data_format": data_format} if data_format == "channels_first" else {}
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
-    fixup = norm == "fixup"
-    normalised = norm == "batchnorm"
-    preact = block == "preact"
-    block_norm = "batchnorm" if normalised else "none"
-    if fixup:
-        def make_block(filters, strides, name):
-            return FixupBasicBlock(filters, strides, num_blocks=3 * n, kernel_regularizer=regularizer,
-                                   data_format=data_format, name=name)
-    elif own_block:
-        def make_block(filters, strides, name):
-            layer = block(filters, strides, name=name, **layout)
-            if not isinstance(layer, keras.layers.Layer):
-                raise TypeError(f"block(filters, strides, name=...) must return a Keras layer, got {layer!r}.")
-            return layer
-    else:
-        block_class = BLOCKS[block]
-        identity_init = {"zero_gamma": zero_gamma} if block == "basic" else {"zero_init_last": zero_init_last}
-
-        def make_block(filters, strides, name):
-            return block_class(filters, strides, residual=residual, shortcut=shortcut, norm=block_norm,
-                               kernel_regularizer=regularizer, data_format=data_format, name=name,
-                               **identity_init)
+    fixup = family.norm == "fixup"
 
     inputs = keras.Input(shape=input_shape, name="images")
     x = layers.Conv2D(
         width,
         3,
         padding="same",
-        use_bias=norm == "none",
+        use_bias=family.norm == "none",
         kernel_initializer="he_normal",
         kernel_regularizer=regularizer,
         data_format=data_format,
@@ -220,20 +138,21 @@ def cifar_resnet(
     )(inputs)
     if fixup:
         x = ScalarBias(0.1, name="stem_bias")(x)
-    elif normalised and not preact:
+    elif family.norm == "batchnorm" and not family.preact:
         x = batchnorm.BatchNormalization(axis=channel_axis(data_format), momentum=0.9, epsilon=1e-5,
                                          name="stem_norm")(x)
-    if not preact:  # a pre-activation block starts with its own (BN-)ReLU
+    if not family.preact:  # a pre-activation block starts with its own (BN-)ReLU
         x = layers.ReLU(name="stem_relu")(x)
 
     for stage in range(3):
         filters = width * 2**stage
         for index in range(n):
             strides = 2 if stage > 0 and index == 0 else 1
-            x = make_block(filters, strides, f"stage{stage + 1}_block{index + 1}")(x)
+            x = family.make(filters, strides, name=f"stage{stage + 1}_block{index + 1}", num_blocks=3 * n,
+                            kernel_regularizer=regularizer, data_format=data_format)(x)
 
-    if preact:  # the last block's output is not normalised otherwise (He et al. 2016)
-        if normalised:
+    if family.preact:  # the last block's output is not normalised otherwise (He et al. 2016)
+        if family.norm == "batchnorm":
             x = batchnorm.BatchNormalization(axis=channel_axis(data_format), momentum=0.9, epsilon=1e-5,
                                              name="final_norm")(x)
         x = layers.ReLU(name="final_relu")(x)
@@ -247,11 +166,10 @@ def cifar_resnet(
         dtype="float32",
         name="classifier",
     )(x)
-    if name is None and own_block:
-        name = f"{getattr(block, '__name__', 'custom')}_resnet{depth}".lower()
     if name is None:
-        kind = "fixup" if fixup else ("resnet" if residual else "plain")
-        name = f"{'preact_' if preact else ''}{kind}{depth}{'_nonorm' if norm == 'none' else ''}"
+        own = family.kind not in ("resnet", "plain", "fixup")
+        name = (f"{family.kind}_resnet{depth}" if own else
+                f"{'preact_' if family.preact else ''}{family.kind}{depth}{'_nonorm' if family.norm == 'none' else ''}")
     return keras.Model(inputs, outputs, name=name)
 
 

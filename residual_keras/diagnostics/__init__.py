@@ -27,7 +27,7 @@ behaves like `c^L`: it vanishes for c < 1 and explodes for c > 1.
   `||x_L||^2 ~ ||x_0||^2 + sum_l ||f_l||^2` (sqrt(L) growth: BatchNorm
   branches within a stage); unnormalised He-initialised branches as large as
   the stream double its variance at every block (exponential growth,
-  `cifar_resnet(norm="none")`; tests/library/test_diagnostics.py measures both).
+  `cifar_resnet(block=blocks.basic(norm="none"))`; tests/library/test_diagnostics.py measures both).
 - Veit, Wilber, Belongie 2016 ("Residual Networks Behave Like Ensembles of
   Relatively Shallow Networks"): n blocks unroll into 2^n paths; their
   lesion experiments delete one block (`lesion`), k blocks at once

@@ -28,7 +28,7 @@ def activation_norms(
     `training=True`, the default, as in a training step) have unit size, so
     the stream grows like sqrt(L) within a stage; unnormalised He-initialised
     branches are as large as the stream they read, so its variance doubles
-    at every block and it grows exponentially (`cifar_resnet(norm="none")`).
+    at every block and it grows exponentially (`cifar_resnet(block=blocks.basic(norm="none"))`).
 
     The model is left as it was (a training-mode pass's BatchNorm statistics
     are written back).

@@ -50,7 +50,7 @@ def gradient_norms(
     - inference mode (`training=False`, moving statistics at their initial
       mean 0 and variance 1): the BNs are nearly identities and the network
       behaves like an unnormalised He-initialised one, `cifar_resnet(...,
-      norm="none")`: there the residual stream, and with it the residual
+      block=blocks.basic(norm="none"))`: there the residual stream, and with it the residual
       gain, grows exponentially with depth, and the plain gain drifts away
       from 1 as a product of L Jacobians (`python -m tracks.vision diagnose`
       measures both at 20, 56 and 110 layers).

@@ -35,17 +35,18 @@ def _compose(functions):
     return composed
 
 
-def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=False):
+def _spectral_norm(function, x, v, num_iterations, tolerance):
     """Per-example `||d function / d x||_2` by power iteration on `J^T J`.
 
     Each iteration is one forward pass with a forward-mode tangent (u = J v)
     and one backward pass (J^T u), `_autodiff.linearize`. Examples are
     normalised separately, which is exact when the function treats examples
     independently (inference mode). The backward pass is seeded with
-    u / ||u|| so that tiny gains (0.2^50) do not underflow. With
-    `use_tf_function=True`, iterations after the first few (which often
-    suffice) run as a traced graph instead of eagerly. Returns (sigma (B,)
-    numpy, v, iterations used, converged).
+    u / ||u|| so that tiny gains (0.2^50) do not underflow. On TensorFlow,
+    when enough iterations may remain after the first few (which often
+    suffice), the rest run as a traced graph; a function that cannot be
+    traced runs eagerly throughout. Returns (sigma (B,) numpy, v,
+    iterations used, converged).
     """
 
     def normalise(tensor):
@@ -66,9 +67,15 @@ def _spectral_norm(function, x, v, num_iterations, tolerance, use_tf_function=Fa
     step = power_step
     worth_tracing = num_iterations - _EAGER_ITERATIONS >= _MIN_TRACED_ITERATIONS
     for iteration in range(1, num_iterations + 1):
-        if use_tf_function and worth_tracing and iteration == _EAGER_ITERATIONS + 1:
+        if worth_tracing and iteration == _EAGER_ITERATIONS + 1:
             step = _autodiff.trace(power_step)  # tracing pays off only when not converged
-        v, sigma = step(v)
+            try:
+                v, sigma = step(v)
+            except Exception:  # noqa: BLE001  (a function that cannot be traced: eagerly, as before)
+                step = power_step
+                v, sigma = step(v)
+        else:
+            v, sigma = step(v)
         sigma = _to_numpy(sigma).astype("float64")
         if previous is not None:
             change = np.abs(sigma - previous) / np.maximum(np.abs(sigma), _TINY)
@@ -90,7 +97,6 @@ def jacobian_norm(
     per_branch: bool = False,
     blocks: BlockNames = None,
     seed: int = 0,
-    use_tf_function: bool = True,
 ) -> Results:
     """Spectral norm of `d x_L / d x_0` (and of each block's Jacobian), per example.
 
@@ -155,10 +161,10 @@ def jacobian_norm(
             Default False.
         blocks: optional list of layer names (or layers) to use as blocks of
             a model.
-        seed: int. Seed of the random start vectors. Default 0.
-        use_tf_function: bool. On TensorFlow, trace each power-iteration step
-            with `tf.function` (much faster); False runs eagerly, for callables
-            that cannot be traced. JAX and PyTorch always run eagerly. Default True.
+        seed: int. Seed of the random start vectors. Default 0. (On
+            TensorFlow a long power iteration runs as a traced graph after
+            its first 3 steps, and eagerly when the function cannot be
+            traced; JAX and PyTorch run eagerly.)
 
     Returns:
         dict with `model` (str or None), `names` (L block names), `total`
@@ -224,9 +230,7 @@ def jacobian_norm(
 
     def estimate(function, at, v):
         nonlocal iterations, converged
-        sigma, v, used, done = _spectral_norm(
-            function, at, v, num_iterations, tolerance, use_tf_function=use_tf_function
-        )
+        sigma, v, used, done = _spectral_norm(function, at, v, num_iterations, tolerance)
         iterations = max(iterations, used)
         converged = converged and done
         return sigma, v

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
 from layer_checks import run_layer_test
 from residual_keras import batchnorm, cifar_resnet, count_trainable_params
 from residual_keras.batchnorm import BatchNormalization
@@ -157,7 +158,7 @@ def test_files_saved_with_keras_batchnorm_still_load(tmp_path, monkeypatch):
 
     # Every block, shortcut and stem builds batchnorm.BatchNormalization when it is built.
     monkeypatch.setattr(batchnorm, "BatchNormalization", keras.layers.BatchNormalization)
-    old = _trained_once(cifar_resnet(8, width=4, shortcut="B"))
+    old = _trained_once(cifar_resnet(8, block=rk.blocks.basic(shortcut="B"), width=4))
     assert type(old.get_layer("stage1_block1").norm1) is keras.layers.BatchNormalization
     old.save(tmp_path / "old.keras")
     old.save_weights(tmp_path / "old.weights.h5")
@@ -165,7 +166,7 @@ def test_files_saved_with_keras_batchnorm_still_load(tmp_path, monkeypatch):
     monkeypatch.undo()
 
     # Weights alone, into the network built today (its stem a residual_keras BatchNormalization).
-    new = cifar_resnet(8, width=4, shortcut="B")
+    new = cifar_resnet(8, block=rk.blocks.basic(shortcut="B"), width=4)
     assert type(new.get_layer("stem_norm")) is BatchNormalization
     new.load_weights(tmp_path / "old.weights.h5")
     for weight, saved in zip(new.weights, old.weights):
@@ -319,7 +320,7 @@ def test_the_environment_variable_turns_it_off(monkeypatch):
 def test_every_batchnorm_of_cifar_resnet_is_fused():
     import tensorflow as tf
 
-    model = cifar_resnet(8, width=4, shortcut="B")  # stem, 2 per block, 2 projections
+    model = cifar_resnet(8, block=rk.blocks.basic(shortcut="B"), width=4)  # stem, 2 per block, 2 projections
     x = tf.constant(_images((2, 32, 32, 3)))
     graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(x).graph
     fused = [op for op in graph.get_operations() if op.type == "FusedBatchNormV3"]

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
 from residual_keras import BasicBlock, PreActBasicBlock, cifar_resnet, transformer_lm
 
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
@@ -52,7 +53,7 @@ LOAD = textwrap.dedent(
 
 def _models():
     rng = np.random.default_rng(0)
-    resnet = cifar_resnet(8, width=4, input_shape=(8, 8, 3), block="preact")
+    resnet = cifar_resnet(8, block=rk.blocks.preact(), width=4, input_shape=(8, 8, 3))
     lm = transformer_lm(11, 8, 2, embed_dim=16, num_heads=2, norm_position="post")
     inputs = keras.Input((3, 8, 8))
     x = BasicBlock(8, strides=(2, 1), kernel_size=(3, 5), activation="gelu", shortcut="B",
@@ -130,7 +131,7 @@ def test_the_differentiating_instruments_agree_across_backends(tmp_path, other):
         pytest.skip("compared from the JAX and TensorFlow sessions (.ci/run's JAX job covers all three)")
     rng = np.random.default_rng(1)
     models = {
-        "resnet": (cifar_resnet(8, width=4, input_shape=(8, 8, 3), block="preact", name="resnet"),
+        "resnet": (cifar_resnet(8, block=rk.blocks.preact(), width=4, input_shape=(8, 8, 3), name="resnet"),
                    rng.normal(size=(4, 8, 8, 3)).astype("float32"), rng.integers(0, 10, 4)),
         "lm": (transformer_lm(11, 8, 2, embed_dim=16, num_heads=2, norm_position="post", name="lm"),
                rng.integers(0, 11, (4, 8)).astype("int32"), rng.integers(0, 11, (4, 8))),

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
 from autodiff import gradient
 from keras import layers, ops
 from residual_keras import BasicBlock
@@ -136,6 +137,23 @@ def test_jacobian_norm_of_linear_residual_stack_matches_numpy():
     assert result["converged"]
 
 
+@pytest.mark.skipif(keras.backend.backend() == "jax",
+                    reason="JAX's autodiff traces every function: one that reads a value in Python never runs there")
+def test_jacobian_norm_of_a_function_that_cannot_be_traced_runs_it_eagerly():
+    # Long power iterations are traced on TensorFlow; Python that reads a tensor's value cannot be traced.
+    matrix = np.random.default_rng(5).normal(size=(6, 6)).astype("float32")
+
+    def reads_its_input(x):
+        if float(keras.ops.max(keras.ops.abs(x))) > 1e30:  # a value read in Python: no graph for this
+            raise AssertionError("unreachable")
+        return keras.ops.matmul(x, matrix)
+
+    x = np.ones((2, 6), "float32")
+    result = jacobian_norm([reads_its_input], x, num_iterations=40, tolerance=1e-7, per_block=False)
+    np.testing.assert_allclose(result["total"], np.linalg.norm(matrix, 2), rtol=1e-4)
+    assert result["iterations"] > 3  # past the eager start, where tracing is tried
+
+
 def test_jacobian_bounds_with_small_branch_jacobians():
     """||J_f|| <= 0.2: residual norm in [0.8^L, 1.2^L], plain norm <= 0.2^L."""
     rng = np.random.default_rng(0)
@@ -199,7 +217,7 @@ def test_jacobian_norm_rejects_bad_input():
 
 def test_gradient_norms_shapes_order_and_zero_gamma_branches():
     rng = np.random.default_rng(0)
-    model = cifar_resnet(14, width=4, input_shape=(8, 8, 3), zero_gamma=True)
+    model = cifar_resnet(14, block=rk.blocks.zero_gamma_basic(), width=4, input_shape=(8, 8, 3))
     x = rng.normal(size=(4, 8, 8, 3)).astype("float32")
     result = gradient_norms(model, x)
 
@@ -300,12 +318,12 @@ def test_unnormalised_residual_stream_grows_exponentially_with_depth():
     growth = {}
     for depth in (8, 20, 32):  # 3, 9, 15 blocks
         keras.utils.set_random_seed(0)
-        rms = activation_norms(cifar_resnet(depth, norm="none", width=8), x)["rms"]
+        rms = activation_norms(cifar_resnet(depth, block=rk.blocks.basic(norm="none"), width=8), x)["rms"]
         growth[depth] = float(rms.mean(axis=1)[-1] / rms.mean(axis=1)[0])
     per_block = [(growth[b] / growth[a]) ** (1 / 6) for a, b in ((8, 20), (20, 32))]
     assert all(factor > 1.25 for factor in per_block), per_block  # a factor per block: geometric
     keras.utils.set_random_seed(0)
-    plain = activation_norms(cifar_resnet(32, norm="none", residual=False, width=8), x)["rms"].mean(axis=1)
+    plain = activation_norms(cifar_resnet(32, block=rk.blocks.plain(norm="none"), width=8), x)["rms"].mean(axis=1)
     assert plain[-1] / plain[0] < growth[32] / 100
 
 
@@ -357,7 +375,7 @@ def test_lesion_of_dead_block_changes_nothing_live_block_does():
 
 def test_lesion_of_plain_net_skips_blocks_that_change_shape():
     rng = np.random.default_rng(0)
-    model = cifar_resnet(8, width=4, residual=False, input_shape=(8, 8, 3))
+    model = cifar_resnet(8, block=rk.blocks.plain(), width=4, input_shape=(8, 8, 3))
     images = rng.normal(size=(6, 8, 8, 3)).astype("float32")
     labels = rng.integers(0, 10, size=6)
     batches = [(images[:4], labels[:4]), (images[4:], labels[4:])]  # any iterable

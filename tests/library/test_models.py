@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -13,13 +15,13 @@ PAPER_PARAMS = {20: 269_722, 32: 464_154, 44: 658_586, 56: 853_018, 110: 1_727_9
 @pytest.mark.parametrize("depth", sorted(PAPER_PARAMS))
 def test_trainable_params_match_the_paper(depth):
     assert count_trainable_params(cifar_resnet(depth)) == PAPER_PARAMS[depth]
-    assert count_trainable_params(cifar_resnet(depth, residual=False)) == PAPER_PARAMS[depth]
+    assert count_trainable_params(cifar_resnet(depth, block=rk.blocks.plain())) == PAPER_PARAMS[depth]
 
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_preact_network_has_the_papers_parameter_count(residual):
     # BN on every block's input and a final BN instead of one after the stem: the same total.
-    model = cifar_resnet(20, block="preact", residual=residual)
+    model = cifar_resnet(20, block=rk.blocks.preact() if residual else rk.blocks.plain_preact())
     assert count_trainable_params(model) == PAPER_PARAMS[20]
     names = [layer.name for layer in model.layers]
     assert "stem_norm" not in names and names[-4:] == ["final_norm", "final_relu", "pool", "classifier"]
@@ -27,7 +29,7 @@ def test_preact_network_has_the_papers_parameter_count(residual):
 
 
 def test_unnormalised_network_has_no_batchnorm_and_biases_instead():
-    model = cifar_resnet(20, norm="none")
+    model = cifar_resnet(20, block=rk.blocks.basic(norm="none"))
     assert not any("moving_mean" in weight.path for weight in model.weights)
     assert any("moving_mean" in weight.path for weight in cifar_resnet(20).weights)  # guard
     # 269,722 - BN (2 x (16 + 2 x (3x16 + 3x32 + 3x64))) + conv biases (16 + 2 x (3x16 + 3x32 + 3x64))
@@ -38,7 +40,7 @@ def test_unnormalised_network_has_no_batchnorm_and_biases_instead():
 def test_zero_init_preact_network_starts_as_its_shortcuts():
     # Every block is the identity (or option A) at initialisation: the stream after the stem
     # reaches the final BN-ReLU unchanged apart from subsampling and zero channels.
-    model = cifar_resnet(8, block="preact", zero_init_last=True, width=4)
+    model = cifar_resnet(8, block=rk.blocks.zero_init_preact(), width=4)
     x = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     stem = keras.Model(model.inputs, model.get_layer("stem_conv").output)(x)
     last = keras.Model(model.inputs, model.get_layer("stage3_block1").output)(x)
@@ -47,7 +49,7 @@ def test_zero_init_preact_network_starts_as_its_shortcuts():
 
 
 def test_option_b_adds_two_projections():
-    assert count_trainable_params(cifar_resnet(20, shortcut="B")) == 272_474
+    assert count_trainable_params(cifar_resnet(20, block=rk.blocks.basic(shortcut="B"))) == 272_474
 
 
 def test_architecture_of_resnet20():
@@ -64,7 +66,7 @@ def test_architecture_of_resnet20():
 
 
 def test_fixup_model_starts_as_its_shortcuts():
-    model = cifar_resnet(20, norm="fixup")
+    model = cifar_resnet(20, block=rk.blocks.fixup())
     x = np.random.default_rng(0).random((2, 32, 32, 3)).astype("float32")
     # Classifier weights are zero: every logit starts at 0.
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(x)), 0.0)
@@ -96,20 +98,66 @@ def test_weight_decay_is_the_papers_coupled_decay():
     [
         ({"depth": 21}, "depth must be 6n \\+ 2.*got 21"),
         ({"depth": 2}, "depth must be 6n \\+ 2.*got 2"),
-        ({"depth": 20, "shortcut": "C"}, "shortcut='C'"),
-        ({"depth": 20, "norm": "layernorm"}, "norm='layernorm'.*'batchnorm', 'fixup'"),
-        ({"depth": 20, "norm": "fixup", "residual": False}, "Fixup starts every branch at zero"),
-        ({"depth": 20, "residual": False, "zero_gamma": True}, "zero_gamma=True needs residual"),
-        ({"depth": 20, "block": "preact", "zero_gamma": True}, "pre-activation blocks end with a conv"),
-        ({"depth": 20, "zero_init_last": True}, "zero_init_last=True needs residual=True and block='preact'"),
-        ({"depth": 20, "block": "bottleneck"}, "block='bottleneck'"),
-        ({"depth": 20, "block": "preact", "norm": "fixup"}, "norm='fixup' needs residual=True and block='basic'"),
         ({"depth": 20, "width": 0}, "width must be a positive integer"),
     ],
 )
 def test_bad_builder_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         cifar_resnet(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "factory, kwargs, message",
+    [
+        ("basic", {"shortcut": "C"}, "shortcut='C'"),
+        ("basic", {"norm": "layernorm"}, "norm='layernorm'.*'batchnorm', 'none'"),
+        ("preact", {"norm": "fixup"}, "norm='fixup'.*'batchnorm', 'none'"),  # Fixup is a family: rk.blocks.fixup()
+        ("zero_init_preact", {"shortcut": "C"}, "shortcut='C'"),
+        ("plain", {"norm": "group"}, "norm='group'"),
+    ],
+)
+def test_bad_block_family_arguments(factory, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        getattr(rk.blocks, factory)(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, family",
+    [
+        ({"residual": False}, "rk.blocks.plain()"),
+        ({"shortcut": "B"}, 'rk.blocks.basic(shortcut="B")'),
+        ({"norm": "fixup"}, "rk.blocks.fixup()"),
+        ({"norm": "none"}, 'rk.blocks.basic(norm="none")'),
+        ({"zero_gamma": True}, "rk.blocks.zero_gamma_basic()"),
+        ({"zero_init_last": True}, "rk.blocks.zero_init_preact()"),
+    ],
+)
+def test_the_flags_before_the_block_families_are_refused_with_the_family(kwargs, family):
+    # 0.2.0 removed them (CHANGELOG.md): one line that names what to write instead
+    with pytest.raises(TypeError) as refused:
+        cifar_resnet(20, **kwargs)
+    message = str(refused.value)
+    assert family in message and "residual_keras 0.1" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("block, family", [("preact", "rk.blocks.preact()"), ("basic", "rk.blocks.basic()"),
+                                           ("bottleneck", "rk.blocks.basic(), preact(), fixup()")])
+def test_a_block_named_by_a_string_is_refused_with_the_family(block, family):
+    with pytest.raises(TypeError, match=re.escape(family)):
+        cifar_resnet(20, block=block)
+
+
+def test_every_block_family_builds_the_network_it_names():
+    expected = {
+        "basic": ("resnet8", "stem_norm"), "plain": ("plain8", "stem_norm"),
+        "zero_gamma_basic": ("resnet8", "stem_norm"), "preact": ("preact_resnet8", "final_norm"),
+        "plain_preact": ("preact_plain8", "final_norm"), "zero_init_preact": ("preact_resnet8", "final_norm"),
+        "fixup": ("fixup8", "head_bias"),
+    }
+    for factory, (name, layer) in expected.items():
+        model = cifar_resnet(8, block=getattr(rk.blocks, factory)(), width=4)
+        assert model.name == name and layer in [each.name for each in model.layers], factory
+    assert cifar_resnet(8, block=rk.blocks.plain(norm="none"), width=4).name == "plain8_nonorm"
 
 
 def _stack(num_blocks, **block_kwargs):
@@ -201,7 +249,7 @@ def test_a_bad_block_factory_is_refused_in_one_line():
     returns = r"block\(filters, strides, name=...\) must return a Keras layer, got 'conv'"
     with pytest.raises(TypeError, match=returns) as no_layer:
         cifar_resnet(8, block=lambda filters, strides, name: "conv")
-    with pytest.raises(ValueError, match="block='conv_residual' is a block of your own.*residual=False") as plain_twin:
+    with pytest.raises(TypeError, match="residual is the name in residual_keras 0.1.*blocks.plain") as plain_twin:
         cifar_resnet(8, block=conv_residual, residual=False)
     assert "\n" not in str(no_layer.value) + str(plain_twin.value)
     # A factory whose layers are not residual blocks builds, and the instruments say what is missing.

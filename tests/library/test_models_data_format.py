@@ -6,6 +6,7 @@ whatever the layout; these tests fail when any layer of the network ignores
 """
 
 import keras
+import residual_keras as rk
 import numpy as np
 import pytest
 
@@ -47,7 +48,7 @@ def test_channels_first_network_computes_the_channels_last_one_transposed(varian
 def test_the_layout_defaults_to_keras_setting(channels_first_conv):
     keras.config.set_image_data_format("channels_first")
     try:
-        model = cifar_resnet(8, width=4, block="preact")
+        model = cifar_resnet(8, block=rk.blocks.preact(), width=4)
     finally:
         keras.config.set_image_data_format("channels_last")
     assert model.input_shape == (None, 3, 32, 32)

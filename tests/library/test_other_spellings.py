@@ -34,7 +34,7 @@ CASES = [  # (owner, their name, the start of our answer, whose name it is)
     ("FixupBasicBlock", "stride", "strides", APPLICATIONS),
     ("FixupBasicBlock", "conv_shortcut", "nothing: a Fixup block pads with zeros", APPLICATIONS),
     ("TokenAndPositionEmbedding", "maxlen", "sequence_length", KERAS_IO),
-    ("cifar_resnet()", "use_pre_activation", 'block="preact"', KERAS_HUB),
+    ("cifar_resnet()", "use_pre_activation", "block=rk.blocks.preact()", KERAS_HUB),
     ("cifar_resnet()", "block_type", "block", KERAS_HUB),
     ("cifar_resnet()", "classes", "num_classes", APPLICATIONS),
     ("transformer_lm()", "vocabulary_size", "vocab_size", KERAS_HUB),

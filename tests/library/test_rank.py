@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import keras
+import residual_keras as rk
 from keras import layers
 from residual_keras import Residual, cifar_resnet, transformer_lm
 from residual_keras.diagnostics import TrainingDynamics, stream_delta_rank
@@ -28,8 +29,8 @@ def _dense_stack(identity_init, blocks=3, width=12, bottleneck=None):
 
 IDENTITY_INITIALISED = {
     "rezero transformer": lambda: (transformer_lm(30, 16, 3, embed_dim=16, rezero=True), TOKENS),
-    "fixup resnet": lambda: (cifar_resnet(14, width=4, norm="fixup", input_shape=(16, 16, 3)), IMAGES),
-    "zero-init preact resnet": lambda: (cifar_resnet(14, width=4, block="preact", zero_init_last=True, norm="none",
+    "fixup resnet": lambda: (cifar_resnet(14, block=rk.blocks.fixup(), width=4, input_shape=(16, 16, 3)), IMAGES),
+    "zero-init preact resnet": lambda: (cifar_resnet(14, block=rk.blocks.zero_init_preact(norm="none"), width=4,
                                                      input_shape=(16, 16, 3)), IMAGES),
     "Residual(identity_init=True)": lambda: (_dense_stack(True), VECTORS),
 }

@@ -64,9 +64,9 @@ def test_resnet20_summary_shows_each_blocks_convolutions_with_their_parameters()
 
 
 @pytest.mark.parametrize("make, block, expected", [
-    (lambda: rk.cifar_resnet(8, width=4, shortcut="B"), "stage2_block1",
+    (lambda: rk.cifar_resnet(8, block=rk.blocks.basic(shortcut="B"), width=4), "stage2_block1",
      {"branch1_conv", "branch1_norm", "branch2_conv", "branch2_norm", "shortcut"}),
-    (lambda: rk.cifar_resnet(8, width=4, norm="fixup"), "stage1_block1",
+    (lambda: rk.cifar_resnet(8, block=rk.blocks.fixup(), width=4), "stage1_block1",
      {"bias1", "conv1", "bias2", "bias3", "conv2", "scale", "bias4"}),
     (lambda: rk.transformer_lm(11, 8, 1, embed_dim=8, num_heads=2), "block1",
      {"attention_norm", "feedforward_norm", "attention_qkv", "attention_output", "feedforward_intermediate",
@@ -84,7 +84,7 @@ def test_saved_files_keep_each_sublayer_under_its_own_name(tmp_path):
     # Keras' saving walks list-valued attributes: a `layers` list would move every sublayer
     # of a block under "layers/" and break every checkpoint written before.
     path = tmp_path / "model.keras"
-    model = rk.cifar_resnet(8, width=4, shortcut="B")
+    model = rk.cifar_resnet(8, block=rk.blocks.basic(shortcut="B"), width=4)
     model.save(path)
     with zipfile.ZipFile(path) as archive:
         archive.extract("model.weights.h5", tmp_path)

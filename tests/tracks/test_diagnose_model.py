@@ -21,8 +21,8 @@ def _save(model, path):
 
 def test_vision_diagnose_compares_a_plain_and_a_residual_saved_model(tmp_path, capsys):
     keras.utils.set_random_seed(0)
-    plain = _save(cifar_resnet(8, width=4, residual=False), tmp_path / "plain.keras")
-    identity = _save(cifar_resnet(8, width=4, zero_gamma=True), tmp_path / "zero_gamma.keras")
+    plain = _save(cifar_resnet(8, block=rk.blocks.plain(), width=4), tmp_path / "plain.keras")
+    identity = _save(cifar_resnet(8, block=rk.blocks.zero_gamma_basic(), width=4), tmp_path / "zero_gamma.keras")
     argv = ["diagnose", "--model", plain, "--model", identity, "--data", "synthetic",
             "--instrument-images", "8", "--out", tmp_path / "run"]
     code, out, err = run_cli(vision_main, argv, capsys)
@@ -176,7 +176,7 @@ def test_no_gradient_is_a_failure_only_where_the_loss_is_zero(tmp_path, capsys):
     assert code == 1 and "the measurements of one_class measure nothing: the loss is 0" in err, err
     assert err.count("\n") == 1 and not (tmp_path / "nothing").exists()
     # Fixup starts its classifier at 0: no gradient reaches a block, but the loss (ln 10) is measured.
-    fixup = _save(cifar_resnet(8, width=4, input_shape=(8, 8, 3), norm="fixup"), tmp_path / "fixup.keras")
+    fixup = _save(cifar_resnet(8, block=rk.blocks.fixup(), width=4, input_shape=(8, 8, 3)), tmp_path / "fixup.keras")
     code, _, err = run_cli(vision_main, ["diagnose", "--model", fixup, "--input-shape", "8,8,3", "--examples", "4",
                                          "--out", tmp_path / "run"], capsys)
     assert code == 0, err

@@ -100,7 +100,7 @@ def at_initialisation(models, x, out_dir, *, y=None, banner=None, subtitle=None,
             model, x[:jacobian_examples], num_iterations=jacobian_iterations,
             tolerance=jacobian_tolerance, per_block=True,
             per_branch=True, cumulative=max(1, num_blocks // jacobian_depths),  # O(L^2 / k)
-            use_tf_function=False, blocks=blocks,  # eager: no retracing for every depth
+            blocks=blocks,
         )
         jacobians.append(result)
         jacobian_labels.append(label)
@@ -152,7 +152,7 @@ def _depth_scaling(models, x, summary, out_dir, banner, jacobian_examples, subti
         if "jacobian_norm" not in values:
             diagnostics.calibrate_batchnorm(model, x)
             result = diagnostics.jacobian_norm(model, x[:jacobian_examples], num_iterations=10,
-                                               per_block=False, use_tf_function=False)
+                                               per_block=False)
             values["jacobian_norm"] = float(np.mean(result["total"]))
             values["jacobian_converged"] = result["converged"]
             values["jacobian_iterations"] = result["iterations"]

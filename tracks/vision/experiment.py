@@ -35,7 +35,7 @@ def grid(config):
 
 def uses_fixup_groups(config, spec):
     """True when the model trains with the official Fixup code's parameter groups (optimizer.py)."""
-    return config.fixup_groups and VARIANTS[spec.variant].builder.get("norm") == "fixup"
+    return config.fixup_groups and VARIANTS[spec.variant].fixup
 
 
 def build_model(config, spec, num_classes):
@@ -46,7 +46,7 @@ def build_model(config, spec, num_classes):
         # With Fixup's groups the optimizer decays every parameter; no L2 penalty in the model too.
         weight_decay=0.0 if uses_fixup_groups(config, spec) else config.weight_decay,
         name=spec.id.replace("-", "_"),
-        **VARIANTS[spec.variant].builder,
+        block=VARIANTS[spec.variant].block,
     )
 
 

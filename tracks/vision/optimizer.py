@@ -78,7 +78,7 @@ class FixupSGD(keras.optimizers.SGD):
 
 
 def fixup_groups(model):
-    """(slow_paths, decay_scales) of Zhang et al.'s recipe for a `cifar_resnet(norm="fixup")` model.
+    """(slow_paths, decay_scales) of Zhang et al.'s recipe for a `cifar_resnet(block=blocks.fixup())` model.
 
     Slow: the classifier's bias. Decay scales: every reparametrised scalar
     (the stem's and head's biases, each block's b1..b4 and s) at its
