@@ -171,7 +171,7 @@ PRESETS = {
         preset="smoke", depths=(1, 2), embed_dim=32, num_heads=2, sequence_length=32,
         batch_size=8, steps=40, eval_interval=20, eval_batches=4, sample_chars=60,
     ),
-    # The CPU default: both halves of the lesson in under 15 minutes on 2 cores
+    # The CPU default: both halves of the lesson within the 15-minute budget on 2 cores
     # (docs/experiments/language.md, rows L01-L05). nanoGPT's baby GPT shape
     # (128 wide, 4 heads, context 64, batch 12) at 6 layers, with the original
     # Transformer's (Xavier) initialisation and a peak lr of 2e-3: the plain

@@ -22,8 +22,8 @@ from tracks.common.track import GridModel, Track
 from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
 from tracks.language.sample import check_prompt, sample_command
 
-# Measured training throughput of the 4 x 128 baby GPT, tokens/s, for the
-# estimate printed before training; other models scale with depth x width^2.
+# The rate of the 4 x 128 baby GPT, tokens/s, behind the estimate printed before training;
+# other models scale with depth x width^2. The figures' sources: docs/maintainers.md, "Timings the code assumes".
 REFERENCE_TOKENS_PER_SECOND = {"cpu": 20000.0, "gpu": 400000.0}
 
 

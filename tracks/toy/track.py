@@ -5,7 +5,7 @@ plain MLP fits its own training points worse than the shallow one, its
 residual twin (the same layers, plus the shortcut) does not; the decision
 boundaries show it, and every instrument of the other tracks measures it.
 
-    python -m tracks.toy                        # 2 and 20 layers: 0.5-1.6 minutes on 2 cores, by CPU
+    python -m tracks.toy                        # 2 and 20 layers (run times: docs/running.md)
     python -m tracks.toy --preset deep          # depths 2, 8, 32, 64: several minutes
     python -m tracks.toy --depths 4,16 --epochs 5
     python -m tracks.toy --seeds 0,1            # every model once per seed, then mean +- std
@@ -24,9 +24,8 @@ VARIANTS = ("plain", "residual")
 MAX_DEPTH = 256  # layers: 4x the deep preset's deepest; the degradation shows far below it
 
 # The estimate of a run before it starts (`resources`), for the refusal of a run longer than a day on a CPU:
-# 1.9 ms a layer and step (docs/reference/toy-spirals-s0: residual-20 trained 20 layers x 200 steps in 7.6 s,
-# tracing included), plus each layer's 6 x batch x width^2 floating-point operations at 100 GFLOP/s (a quarter
-# of the peak benchmarks/NOTES.md measured on a 2-core CPU).
+# a time per layer and step, plus each layer's 6 x batch x width^2 floating-point operations at CPU_FLOPS.
+# The figures' sources: docs/maintainers.md, "Timings the code assumes".
 SECONDS_PER_LAYER_STEP = 7.6 / (20 * 200)
 CPU_FLOPS = 100e9
 
@@ -96,7 +95,7 @@ class ToyTrack(Track):
     presets = PRESETS
     diagnose_title = "Plain and residual MLPs at initialisation"
     cpu_xla = False  # measured: tracing dominates these small steps, and XLA adds its compilation
-    cpu_graph_optimizer = False  # measured: Grappler took 6 of the 13.5 s of a 20-layer MLP's first step
+    cpu_graph_optimizer = False  # Grappler off: faster first steps (measured: docs/maintainers.md)
     instrument_options = {"jacobian_depths": 4}  # the Jacobian along 4 depths: seconds, not half a minute
 
     def parse_source(self, text):

@@ -159,8 +159,8 @@ PRESETS = {
         landscape_steps=3, landscape_images=32,
     ),
     # The CPU default: both halves of He et al.'s Figure 6 (the deeper plain net
-    # trains worse, the deeper residual net better) in under 15 minutes on 2
-    # cores. Chosen by the sweep in docs/experiments/vision.md: depths 8 and 32
+    # trains worse, the deeper residual net better) within the 15-minute budget
+    # on 2 cores (its measured time: docs/running.md). Chosen by the sweep in docs/experiments/vision.md: depths 8 and 32
     # (one and five blocks per stage), and a linear warm-up from lr/10 over the
     # first 2 epochs (186 steps) for every model, without which the deep
     # post-activation nets start slowly or die (He et al. warmed ResNet-110 up too).
@@ -171,7 +171,7 @@ PRESETS = {
     # The course's deepest claim, trained: which depth-56 nets train without
     # BatchNorm (docs/experiments/vision.md, issues 25 and 41). He-initialised plain and
     # residual stacks next to Fixup and the zero-initialised pre-activation
-    # net, BatchNorm's residual net as the reference; under 15 minutes on 2 cores.
+    # net, BatchNorm's residual net as the reference; within the 15-minute CPU budget (docs/running.md).
     # Every variant: lr 0.1 at batch 64 with 156 warm-up steps and cosine decay, and each
     # step's gradient clipped to a global norm of 1 (issue 41: every failure traced began
     # with one step of norm 4-35 against 0.1-0.3; clipped, Fixup-56 and the zero-initialised
@@ -186,7 +186,7 @@ PRESETS = {
         variants=("plain-nonorm", "residual-nonorm", "fixup", "preact-zero-nonorm", "residual"),
         lesion_images=100, landscape_steps=0, fixup_groups=True, gradient_clip=1.0,
     ),
-    # The GPU default: Figure 6's ordering for 20/56/110 in about 15 minutes on one modern GPU.
+    # The GPU default: Figure 6's ordering for 20/56/110 (its time on a GPU is an estimate: docs/running.md).
     "fast": VisionConfig(
         preset="fast", depths=(20, 56, 110), epochs=30, learning_rate=0.1, schedule="cosine",
         warmup_steps=400, warmup_from_depth=110,

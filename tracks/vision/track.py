@@ -4,7 +4,7 @@ He et al. 2015, figure 6, on your own machine: deeper plain networks train
 worse (the degradation problem), deeper residual networks train better.
 
     python -m tracks.vision                       # the quick CPU preset
-    python -m tracks.vision --preset fast         # GPU: 20/56/110, ~15 min
+    python -m tracks.vision --preset fast         # GPU: 20/56/110, 30 epochs
     python -m tracks.vision --depths 20,56 --variants plain,residual,fixup
     python -m tracks.vision --resume runs/vision-20261130-101500
     python -m tracks.vision diagnose              # unnormalised nets at 20/56/110 layers, at initialisation
@@ -19,8 +19,8 @@ from tracks.common.track import Track
 from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
 from tracks.vision.variants import VARIANTS
 
-# Measured training throughput of ResNet-20 (width 16), images/s, for the
-# estimate printed before training; other models scale with depth x width^2.
+# The rate of ResNet-20 (width 16), images/s, behind the estimate printed before training;
+# other models scale with depth x width^2. The figures' sources: docs/maintainers.md, "Timings the code assumes".
 REFERENCE_IMAGES_PER_SECOND = {"cpu": 250.0, "gpu": 12000.0}
 # What `resources` assumes before the data are read: CIFAR-10's sizes (a folder or the synthetic set
 # of the same image size differ little), 32 x 32 x 3 uint8 images.
