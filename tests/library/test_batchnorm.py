@@ -124,17 +124,18 @@ def test_layer_checks(tmp_path, layout):
 
 
 @pytest.mark.parametrize(
-    "kwargs, trainable, total",
-    [({}, 269_722, 271_098), ({"block": "preact"}, 269_722, 271_098), ({"shortcut": "B"}, 272_474, 274_042)],
+    "kwargs, trainable, total, projections",
+    [({}, 269_722, 271_098, 0), ({"block": rk.blocks.preact()}, 269_722, 271_098, 0),
+     ({"block": rk.blocks.basic(shortcut="B")}, 272_474, 274_042, 2)],
     ids=["basic", "preact", "option-B"],
 )
-def test_cifar_resnet_uses_it_and_keeps_its_parameters(kwargs, trainable, total):
+def test_cifar_resnet_uses_it_and_keeps_its_parameters(kwargs, trainable, total, projections):
     """ResNet-20's counts as before the change (trainable: He et al.'s 269,722; total with the statistics)."""
     model = cifar_resnet(20, **kwargs)
     assert count_trainable_params(model) == trainable
     assert sum(int(np.prod(weight.shape)) for weight in model.weights) == total
     norms = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.BatchNormalization)]
-    assert len(norms) == 19 + (2 if kwargs.get("shortcut") == "B" else 0)  # stem or final, 2 per block
+    assert len(norms) == 19 + projections  # stem or final, 2 per block, 1 per option-B projection
     assert all(type(layer) is BatchNormalization for layer in norms)
 
 

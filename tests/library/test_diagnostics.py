@@ -191,7 +191,7 @@ def test_jacobian_norm_of_tiny_plain_gain_does_not_underflow():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"zero_gamma": True}, {"norm": "fixup"}], ids=["zero_gamma", "fixup"]
+    "kwargs", [{"block": rk.blocks.zero_gamma_basic()}, {"block": rk.blocks.fixup()}], ids=["zero_gamma", "fixup"]
 )
 def test_zero_branch_resnets_start_as_the_identity(kwargs):
     rng = np.random.default_rng(0)

@@ -14,9 +14,10 @@ from residual_keras import cifar_resnet
 
 VARIANTS = {
     "basic": {},
-    "preact": {"block": "preact"},
-    "fixup": {"norm": "fixup"},
-    "plain-B": {"residual": False, "shortcut": "B"},
+    "preact": {"block": rk.blocks.preact()},
+    "fixup": {"block": rk.blocks.fixup()},
+    "plain": {"block": rk.blocks.plain()},  # a plain block has no shortcut, so no option B (it was "plain-B")
+    "option-B": {"block": rk.blocks.basic(shortcut="B")},
 }
 
 

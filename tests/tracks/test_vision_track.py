@@ -342,3 +342,15 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     assert results["strategy"] == "mirrored" and results["replicas"] == 2
     (entry,) = results["models"]
     assert entry["epochs_trained"] == 2 and 0 <= entry["train_error"] <= 1
+
+
+def test_every_variant_names_a_block_family_whose_kind_it_states():
+    # the table names families by string (no Keras at import); each must exist and agree with what it says
+    from residual_keras import blocks
+    from tracks.vision.variants import VARIANTS
+
+    for variant in VARIANTS.values():
+        family = variant.block
+        assert isinstance(family, blocks.BlockFamily), variant.name
+        assert variant.plain == (family.kind == "plain") and variant.fixup == (family.norm == "fixup"), variant.name
+        assert (variant.plain_twin is None) == variant.plain, variant.name
