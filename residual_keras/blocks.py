@@ -24,13 +24,12 @@ from typing import Any, Callable
 
 import keras
 
+from residual_keras._conv_block import NORMS
 from residual_keras.checks import check_choice
 from residual_keras.fixup import FixupBasicBlock
 from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import BasicBlock
-
-NORMS = ("batchnorm", "none")
-SHORTCUTS = ("A", "B")
+from residual_keras.shortcuts import SHORTCUTS
 
 BlockMaker = Callable[..., keras.layers.Layer]
 
@@ -62,7 +61,8 @@ class BlockFamily:
         return f"blocks.{self.name}"
 
 
-def _checked(shortcut: str, norm: str) -> None:
+def _checked(shortcut: str = "A", norm: str = "batchnorm") -> None:
+    """The conv blocks' own choices, checked when the family is named rather than at the first block."""
     check_choice("shortcut", shortcut, SHORTCUTS)
     check_choice("norm", norm, NORMS)
 
@@ -96,7 +96,7 @@ def plain(norm: str = "batchnorm") -> BlockFamily:
     Args:
         norm: "batchnorm" or "none". Default "batchnorm".
     """
-    _checked("A", norm)
+    _checked(norm=norm)
     return BlockFamily(f"plain(norm={norm!r})", _conv(BasicBlock, residual=False, norm=norm), "plain", norm)
 
 
@@ -106,7 +106,7 @@ def zero_gamma_basic(shortcut: str = "A") -> BlockFamily:
     Args:
         shortcut: "A" or "B", as in `basic`. Default "A".
     """
-    _checked(shortcut, "batchnorm")
+    _checked(shortcut)
     return BlockFamily(f"zero_gamma_basic(shortcut={shortcut!r})",
                        _conv(BasicBlock, shortcut=shortcut, zero_gamma=True), "resnet")
 
@@ -129,7 +129,7 @@ def plain_preact(norm: str = "batchnorm") -> BlockFamily:
     Args:
         norm: "batchnorm" or "none". Default "batchnorm".
     """
-    _checked("A", norm)
+    _checked(norm=norm)
     return BlockFamily(f"plain_preact(norm={norm!r})", _conv(PreActBasicBlock, residual=False, norm=norm),
                        "plain", norm, preact=True)
 
@@ -178,7 +178,7 @@ def own(block: BlockMaker, norm: str = "batchnorm") -> BlockFamily:
     """
     if not callable(block) or isinstance(block, (str, BlockFamily)):
         raise TypeError(f"blocks.own() takes a class or factory of a block, got {block!r}.")
-    check_choice("norm", norm, NORMS)
+    _checked(norm=norm)
     name = getattr(block, "__name__", None) or getattr(getattr(block, "func", None), "__name__", "custom")
 
     def make(filters, strides, *, name, num_blocks, kernel_regularizer, data_format):
