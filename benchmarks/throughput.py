@@ -94,6 +94,7 @@ def parse_args(argv=None):
 def vision_setup(name, args):
     import dataclasses
 
+    from tracks.common.track import RunContext
     from tracks.vision import experiment
     from tracks.vision.data import load_vision_data, training_epochs
     from tracks.vision.presets import PRESETS
@@ -107,7 +108,7 @@ def vision_setup(name, args):
     spec = experiment.VisionSpec(variant, depth)
 
     def build(runtime):
-        model = experiment.build_model(config, spec, data.num_classes)
+        model = experiment.build_model(spec, RunContext(config, data=data))
         experiment.compile_model(model, config, spec, runtime, steps_per_epoch=len(data.y_train) // 128)
         return model
 
@@ -117,6 +118,7 @@ def vision_setup(name, args):
 def language_setup(name, args):
     import dataclasses
 
+    from tracks.common.track import RunContext
     from tracks.language import experiment
     from tracks.language.data import load_text_data
     from tracks.language.pipeline import make_lm_datasets
@@ -134,7 +136,7 @@ def language_setup(name, args):
     spec = experiment.LanguageSpec("pre", layers, 0)
 
     def build(runtime):
-        model = experiment.build_model(config, spec, data.vocab.size)
+        model = experiment.build_model(spec, RunContext(config, data=data))
         experiment.compile_model(model, config, spec, runtime)
         return model
 

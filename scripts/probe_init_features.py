@@ -30,12 +30,14 @@ def main():
     from tracks.vision import experiment
     from tracks.vision.experiment import VisionSpec
     from tracks.vision.presets import PRESETS
+    from tracks.common.run import load
+    from tracks.common.track import RunContext
     from tracks.vision.track import TRACK
 
     config = dataclasses.replace(PRESETS["nonorm"], data=args.data, seed=args.seed)
-    data = TRACK.load_data(config)
+    data = load(TRACK, config)
     keras.utils.set_random_seed(config.seed)
-    model = experiment.build_model(config, VisionSpec(args.variant, args.depth), data.num_classes)
+    model = experiment.build_model(VisionSpec(args.variant, args.depth), RunContext(config, data=data))
     features_model = keras.Model(model.inputs, model.get_layer("pool").output)
     features = features_model.predict(data.normalize(data.x_train), batch_size=250, verbose=0)
     used = features.std(axis=0) > 0

@@ -152,13 +152,10 @@ def reference_index(_=None):
 
 def findings_list(run):
     """The reference run's findings, as its summary.md gives them (the track's own finding functions)."""
+    from tracks.registry import track
+
     data = results(run)
-    config = json.loads((REFERENCE / run / "config.json").read_text())
-    if data.get("track") == "vision":
-        from tracks.vision.findings import vision_findings as findings
-    else:
-        from tracks.language.findings import language_findings as findings
-    return "\n".join(finding.markdown() for finding in findings(data, config.get("variants") or ()) if finding)
+    return "\n".join(finding.markdown() for finding in track(data["track"]).findings(data) if finding)
 
 
 def initialisation_table(run):

@@ -60,6 +60,8 @@ def main(argv=None):
     from tracks.vision.data import training_epochs
     from tracks.vision.experiment import VisionSpec
     from tracks.vision.presets import PRESETS
+    from tracks.common.run import load
+    from tracks.common.track import RunContext
     from tracks.vision.track import TRACK
 
     changes = {"data": args.data, "seed": args.seed}
@@ -67,11 +69,11 @@ def main(argv=None):
         changes["learning_rate"] = args.learning_rate
     config = dataclasses.replace(PRESETS["nonorm"], **changes)
     spec = VisionSpec(args.variant, args.depth)
-    data = TRACK.load_data(config)
+    data = load(TRACK, config)
     epochs = training_epochs(data, config.batch_size, augment=config.augment, seed=config.seed)
     steps_per_epoch = len(data.y_train) // config.batch_size
     keras.utils.set_random_seed(config.seed)  # as the track does before each model
-    model = experiment.build_model(config, spec, data.num_classes)
+    model = experiment.build_model(spec, RunContext(config, data=data))
     optimizer = experiment.build_optimizer(config, spec, model, steps_per_epoch * config.epochs)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

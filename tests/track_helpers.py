@@ -2,6 +2,7 @@
 
 import errno
 import hashlib
+import importlib
 import json
 import os
 
@@ -113,18 +114,19 @@ def signal_at(monkeypatch, track, stage, signum, model_id):
     steps = {}
 
     if stage in ("data", "report"):
-        method = {"data": "load_data", "report": "write_report"}[stage]
-        original = getattr(type(track), method)
+        module, name = getattr(track, {"data": "load_data", "report": "report"}[stage]).target.split(":")
+        module = importlib.import_module(module)
+        original = getattr(module, name)
 
-        def wrapped(self, *args, **kwargs):
+        def wrapped(*args, **kwargs):
             if stage == "report":
                 send()
-            result = original(self, *args, **kwargs)
+            result = original(*args, **kwargs)
             if stage == "data":
                 send()
             return result
 
-        monkeypatch.setattr(type(track), method, wrapped)
+        monkeypatch.setattr(module, name, wrapped)
     elif stage in ("first-step", "mid-epoch"):
         on_batch_end = training.EpochProgress.on_train_batch_end
 

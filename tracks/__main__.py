@@ -15,15 +15,16 @@ from tracks.common.options import OneLineParser, package_version
 from tracks.common.process import choose_tensorflow
 
 def tracks():
-    """[(track, console script or None)]: every folder of this package with a track.py, found, not listed.
+    """[(track, console script or None)]: every track of tracks/registry.py.
 
     A track is `python -m tracks.<track>`; a console script (pyproject.toml's
     [project.scripts]) is an optional second name for it.
     """
     import importlib.metadata
 
-    here = pathlib.Path(__file__).resolve().parent
-    names = sorted(path.parent.name for path in here.glob("*/track.py") if path.parent.name != "common")
+    from tracks.registry import TRACKS
+
+    names = sorted(TRACKS)
     scripts = {entry.value.split(":")[0]: entry.name
                for entry in importlib.metadata.entry_points(group="console_scripts")
                if entry.value.startswith("tracks.")}

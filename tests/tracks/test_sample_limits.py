@@ -10,6 +10,7 @@ import types
 import pytest
 
 from tracks.common.resume import fit_samples
+from tracks.common.track import RunContext
 from tracks.language.track import TRACK as LANGUAGE
 from tracks.toy.track import TRACK as TOY
 from tracks.vision.track import TRACK as VISION
@@ -25,7 +26,7 @@ SMALL = {
 
 def _oversized(track, data):
     config = track.presets["smoke"]
-    limits = track.sample_limits(config, data)
+    limits = track.sample_limits(RunContext(config, data=data))
     return config, [(field, available) for field, available, _ in limits if getattr(config, field) > available]
 
 

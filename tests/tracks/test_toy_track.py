@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from tracks.common.track import RunContext
 from tracks.toy import data, experiment, findings
 from tracks.toy.__main__ import main
 
@@ -90,14 +91,14 @@ def test_the_trained_nets_are_taken_apart_in_seconds_with_what_each_instrument_n
     studied = {}
     for variant in ("plain", "residual"):
         spec = experiment.ToySpec(variant, 4)
-        model = experiment.build_model(config, spec)
+        model = experiment.build_model(spec, RunContext(config))
         model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
         # One call instead of evaluate: the same numbers.
         loss, accuracy = experiment.scores(model, points.x_train, points.y_train)
         evaluated = model.evaluate(points.x_train, points.y_train, batch_size=len(points.y_train), verbose=0)
         assert (loss, accuracy) == pytest.approx(tuple(evaluated), rel=1e-5)
-        studied[variant] = experiment.trained_studies(config, spec, model, points)
+        studied[variant] = experiment.trained_studies(spec, model, RunContext(config, data=points))
     plain, residual = studied["plain"], studied["residual"]
     assert "paths" not in plain and len(residual["paths"]["lengths"]) == 5  # a plain net has one path
     assert plain["deletion"]["num_removed"] == [1, 2, 4] and len(plain["deletion"]["values"][0]) == 3

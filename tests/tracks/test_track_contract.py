@@ -17,6 +17,7 @@ import pathlib
 import pytest
 
 from tracks.common import cli
+from tracks.common import run as run_module
 from tracks.common.run_dir import RunDirectory
 
 TRACKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "tracks"
@@ -111,7 +112,7 @@ def test_a_run_has_an_entry_per_model_a_summary_resumes_finished_and_compares(na
     # compare sets the run beside a reference (itself: nothing differs).
     code, out, err = _run(track, ["compare", run_dir, run_dir])
     assert code == 0, err
-    assert f"0 of {sum(1 for finding in track.findings(results, config) if finding and finding.holds is not None)} " \
+    assert f"0 of {sum(1 for finding in track.findings(results) if finding and finding.holds is not None)} " \
            "findings differ from the reference" in out
 
 
@@ -136,11 +137,11 @@ def test_ctrl_c_in_training_is_one_line_exit_130_and_the_run_is_kept_unlocked(na
         created.append(create(cls, *args, **kwargs))
         return created[-1]
 
-    def interrupted(self, config, data, out_dir, specs):  # Ctrl-C once the run directory exists
+    def interrupted(track, ctx, specs):  # Ctrl-C once the run directory exists
         raise KeyboardInterrupt
 
     monkeypatch.setattr(RunDirectory, "create", classmethod(remember))
-    monkeypatch.setattr(type(track), "measure_at_initialisation", interrupted)
+    monkeypatch.setattr(run_module, "measure_at_initialisation", interrupted)
     code, _, err = _run(track, [*_tiny(name), "--out", tmp_path / "run"])
     assert code == 130 and f"--resume {tmp_path / 'run'}" in err and err.count("\n") == 1, err
     assert len(created) == 1 and not created[0].locked

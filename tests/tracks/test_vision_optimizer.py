@@ -6,23 +6,26 @@ gradient and checks the update against the closed form.
 """
 
 import dataclasses
+import types
 
 import keras
 import numpy as np
 import pytest
 
 from tracks.vision import experiment
+from tracks.common.track import RunContext
 from tracks.vision.experiment import VisionSpec
 from tracks.vision.optimizer import BIAS_GROUP_RATE, FixupSGD, fixup_groups
 from tracks.vision.presets import PRESETS
 
 LR = 0.1
+TEN_CLASSES = types.SimpleNamespace(num_classes=10)  # the data a model is built for: 10 classes
 CONFIG = dataclasses.replace(PRESETS["smoke"], fixup_groups=True, learning_rate=LR, schedule="step", warmup_steps=0)
 
 
 def _model(variant="fixup"):
     keras.utils.set_random_seed(0)
-    return experiment.build_model(CONFIG, VisionSpec(variant, 8), 10)
+    return experiment.build_model(VisionSpec(variant, 8), RunContext(CONFIG, data=TEN_CLASSES))
 
 
 def _values(model):
@@ -84,7 +87,7 @@ def test_the_groups_apply_to_fixup_only_and_replace_the_models_l2_penalty():
     assert not isinstance(experiment.build_optimizer(CONFIG, VisionSpec("residual", 8), residual, total), FixupSGD)
     off = dataclasses.replace(CONFIG, fixup_groups=False)
     keras.utils.set_random_seed(0)
-    plain_fixup = experiment.build_model(off, VisionSpec("fixup", 8), 10)
+    plain_fixup = experiment.build_model(VisionSpec("fixup", 8), RunContext(off, data=TEN_CLASSES))
     assert plain_fixup.losses  # without the groups: kernels decayed through the model, as before
     assert not isinstance(experiment.build_optimizer(off, VisionSpec("fixup", 8), plain_fixup, total), FixupSGD)
 

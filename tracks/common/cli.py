@@ -5,7 +5,7 @@
     python -m tracks.X diagnose --model M   the same instruments on a saved model (diagnose_model.py)
     python -m tracks.X compare RUN REF      a run's numbers beside a reference run's (compare.py)
     python -m tracks.X prefetch             download the track's data set for offline runs
-    python -m tracks.X <command>            the track's own commands (`Track.commands`)
+    python -m tracks.X <command>            the track's own commands (`Track.commands`: f(track, argv))
 
 Each command reads and checks its arguments and the environment with the
 standard library first (a refusal is one line, exit code 2, before
@@ -115,10 +115,13 @@ def diagnose_command(track, argv, environment):
 
     def diagnose(config, run, data):
         from tracks.common import instruments
+        from tracks.common.run import measure_at_initialisation
         from tracks.common.runtime import setup_runtime
+        from tracks.common.track import RunContext
 
         setup_runtime("fp32", "off", "none", seed=config.seed)
-        summary = track.measure_at_initialisation(config, data, run.path, track.grid(config), diagnose=True)
+        ctx = RunContext(config, run, data)
+        summary = measure_at_initialisation(track, ctx, track.grid(config), diagnose=True)
         run.update_results(track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
                            banner=data.banner, initialisation=summary)
         instruments.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
@@ -129,11 +132,12 @@ def diagnose_command(track, argv, environment):
 
 def prefetch_command(track, argv, environment):
     """`python -m tracks.X prefetch [--data-dir DIR]`: download and prepare the track's data set."""
-    if track.prefetch_dataset is None:
+    if track.prefetch is None:
         return fail(f"{track.prog} makes its data itself: there is nothing to download")
+    dataset, host = track.prefetch
     parser = OneLineParser(
         prog=f"{track.prog} prefetch",
-        description=f"Download and prepare {track.prefetch_dataset} into the TFDS data directory, so that "
+        description=f"Download and prepare {dataset} into the TFDS data directory, so that "
                     "later runs (and Docker images built with PREFETCH_DATA=1) work offline.",
     )
     parser.add_argument("--data-dir", default=None,
@@ -142,7 +146,7 @@ def prefetch_command(track, argv, environment):
     configure_process(environment)
     from tracks.common.tfds_source import prefetch
 
-    return prefetch(track.prefetch_dataset, track.download_host, args.data_dir, log=log)
+    return prefetch(dataset, host, args.data_dir, log=log)
 
 
 __all__ = ["diagnose_command", "main", "prefetch_command", "train_command"]

@@ -20,10 +20,10 @@ classes or vocabulary, the sizes, a hash of the contents) says whether two
 runs saw the same data, the same data set in another copy or subset, or
 other data (`data_differences`).
 
-Each track says which figures it has (`figures_of(results)`: name -> (value,
-unit)), which findings (`findings_of(results, config)`: the track's Finding
-list) and how a reader names its data (`data_title`); this module knows no
-track.
+Each track says which figures it has (`Track.figures(results)`: name ->
+(value, unit)), which findings (`Track.findings(results)`: the track's
+Finding list) and how a reader names its data (`Track.data_title`); this
+module knows no track.
 """
 
 import json
@@ -214,7 +214,6 @@ def _describe(results, config, title_of):
 
 def compare_command(track, argv):
     """The `compare` command of a `Track`; returns the exit code (0, or 2 for bad input)."""
-    figures_of, findings_of = track.comparison_figures, track.findings
     parser = OneLineParser(
         prog=f"{track.prog} compare",
         description="Print a run's numbers beside a reference run's (docs/reference/...), with the "
@@ -259,8 +258,8 @@ def compare_command(track, argv):
         rows, outside = comparison_rows(initialisation_figures(reference), initialisation_figures(run), bands)
         verdicts = []
     else:
-        rows, outside = comparison_rows(figures_of(reference), figures_of(run), bands)
-        verdicts = verdict_rows(findings_of(reference, reference_config), findings_of(run, run_config))
+        rows, outside = comparison_rows(track.figures(reference), track.figures(run), bands)
+        verdicts = verdict_rows(track.findings(reference), track.findings(run))
     print(text_table(["figure", "reference", "this run", "band", ""], rows))
     if verdicts:
         print()

@@ -31,7 +31,8 @@ from tracks.common.options import train_parser
 from tracks.common.process import configure_process
 from tracks.common.resume import resolve_config
 from tracks.common.run_dir import RunDirectory
-from tracks.common.track import GridModel
+from tracks.common.run import load
+from tracks.common.track import GridModel, RunContext
 
 
 def _parser(prog, config_cls, presets, default_preset):
@@ -208,7 +209,7 @@ def _track_batch(config, data, model, instrument_batch, output_index):
     length = _declared_length(model)
     if length is not None and hasattr(config, "sequence_length") and length < config.sequence_length:
         config = dataclasses.replace(config, sequence_length=length)
-    x, y = instrument_batch(config, data)
+    x, y = instrument_batch(RunContext(config, data=data))
     inputs = getattr(model, "inputs", None)
     if inputs and len(inputs) == 1:
         expected = tuple(inputs[0].shape[1:])
@@ -293,7 +294,7 @@ def diagnose_saved_models(track, argv, environment):
         data = None
         if args.input_shape is None:
             config = dataclasses.replace(config, data=track.parse_source(config.data))
-            data = track.load_data(config)
+            data = load(track, config)
         batches = []
         for _, _, model in loaded:
             if shape is not None:
@@ -324,7 +325,7 @@ def _measure(run, track, config, measurement, blocks, output_index, args):
     from tracks.common.runtime import setup_runtime
 
     loaded, x, y, shape, data = measurement
-    banner = None if data is None else track.banner(data)
+    banner = None if data is None else data.plot_banner
     setup_runtime("fp32", "off", "none", seed=config.seed)
     targets = "the data's labels" if y is not None else "random labels"
     models, described = [], []

@@ -39,6 +39,11 @@ def finding_lines(findings):
     return lines or ["- (no finding applies: the run has no comparable models)"]
 
 
+def variants_of(results):
+    """The variants a run trained, in its grid's order (the order of their first models)."""
+    return tuple(dict.fromkeys(entry["variant"] for entry in results.get("models", [])))
+
+
 def entries_by(results, key, *, variant=None, warmup=None):
     """{depth: value of `key`} of the finished entries (optionally one variant / warm-up)."""
     found = {}

@@ -19,7 +19,9 @@ from tracks.common.console import log
 from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
 from tracks.common.process import check_strategy
+from tracks.common.run import load
 from tracks.common.run_dir import RunDirectory
+from tracks.common.track import RunContext
 
 
 def resolve_config(args, run_name, config_cls, presets):
@@ -103,8 +105,8 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
     try:
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
-        data = track.load_data(config, recorded.get("source") if recorded else None)
-        track.check(config, data)
+        data = load(track, config, recorded.get("source") if recorded else None)
+        track.check(RunContext(config, data=data))
         config = fit_samples(track, config, data, given_options(args, track.config_cls))
         actual = {**track.fingerprint(data), "banner": data.banner}
         if run is None:
@@ -135,7 +137,7 @@ def fit_samples(track, config, data, given):
         ValueError: a given sample size above what the data have.
     """
     lowered = {}
-    for field, available, where in track.sample_limits(config, data):
+    for field, available, where in track.sample_limits(RunContext(config, data=data)):
         count = getattr(config, field)
         if count <= available:
             continue

@@ -22,7 +22,9 @@ import numpy as np
 
 from tracks.common.config import config_to_dict, write_json
 from tracks.common.console import log
+from tracks.common.run import load, train_one_run
 from tracks.common.run_dir import RunDirectory, read_json
+from tracks.common.track import RunContext
 
 SEED_RULE = (
     "A finding holds across the seeds when it holds for every seed and its margin (by how much the "
@@ -52,7 +54,7 @@ def train_each_seed(track, run, config, data):
     done = []
     for index, seed in enumerate(config.seeds):
         seed_config = dataclasses.replace(config, seed=seed, seeds=())
-        seed_data = data if seed == config.seed else track.load_data(seed_config)
+        seed_data = data if seed == config.seed else load(track, seed_config)
         actual = {**track.fingerprint(seed_data), "banner": seed_data.banner}
         child = RunDirectory(seed_directory(run, seed), run.track)
         child.path.mkdir(exist_ok=True)
@@ -64,7 +66,7 @@ def train_each_seed(track, run, config, data):
                                            "data_fingerprint": actual})
             write_json(child.results_path, {"models": []})
         log(f"##### seed {seed} ({index + 1} of {len(config.seeds)}): {child.path}")
-        track.train_one_run(seed_config, child, seed_data)
+        train_one_run(track, RunContext(seed_config, child, seed_data))
         done.append((seed, child))
     return done
 
@@ -72,10 +74,9 @@ def train_each_seed(track, run, config, data):
 def train(track, config, run, data):
     """A track's training command: one run, or with `--seeds` one run per seed and then the spread."""
     if not config.seeds:
-        return track.train_one_run(config, run, data)
+        return train_one_run(track, RunContext(config, run, data))
     seed_runs = train_each_seed(track, run, config, data)
-    results = track.write_seeds_report(run, config, seed_runs, data)
-    log(track.seeds_terminal_ending(run, results))
+    log(track.seeds_report(seed_runs, RunContext(config, run, data)))
     return None
 
 

@@ -43,12 +43,11 @@ from typing import Callable
 import numpy as np
 
 from tracks.common import tfds_source
-from tracks.language.source import SOURCES, TINY_SHAKESPEARE, parse_source
+from tracks.language.source import SOURCES, TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST, parse_source
 from tracks.language.vocabulary import CharVocabulary
 
 TRAIN_FRACTION = 0.9  # nanoGPT: train_data = data[:int(n * 0.9)]
 AUTO_DECISION_SECONDS = 10.0  # "auto" settles on a source within this time
-TINY_SHAKESPEARE_HOST = "raw.githubusercontent.com"  # where TFDS downloads it from
 
 
 
@@ -91,6 +90,17 @@ class TextData:
     def title(self):
         """The text as a reader names it, without local paths: "Tiny Shakespeare", "input.txt (text file)"."""
         return dataset_title(self.name)
+
+    @property
+    def plot_banner(self):
+        """The fallback's warning as the figures show it, or None."""
+        return "PYDOC FALLBACK DATA, NOT TINY SHAKESPEARE" if self.banner else None
+
+    @property
+    def description(self):
+        """The line `data: ...` printed before training."""
+        return (f"{self.name}: {len(self.train_tokens):,} training / {len(self.val_tokens):,} "
+                f"validation characters, vocabulary {self.vocab.size}")
 
     def describe(self):
         """One line for logs and reports."""

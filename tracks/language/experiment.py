@@ -34,6 +34,16 @@ class LanguageSpec:
     def id(self):
         return f"{self.variant}-{self.depth}-warmup{self.warmup}"
 
+    @property
+    def plain(self):
+        """No block adds its input back (the instruments' c^l line)."""
+        return self.variant == "plain"
+
+    @property
+    def cost(self):
+        """The training time relative to the grid's other models: the embedding and head cost about two blocks."""
+        return self.depth + 2
+
 
 def grid(config):
     """Every (variant, depth, warm-up) trained: each --warmup-steps length for the
@@ -48,9 +58,11 @@ def grid(config):
     ]
 
 
-def build_model(config, spec, vocab_size):
+def build_model(spec, ctx):
+    """The (uncompiled) character Transformer of one grid point, for the run's vocabulary."""
+    config = ctx.config
     return transformer_lm(
-        vocab_size, config.sequence_length, spec.depth,
+        ctx.data.vocab.size, config.sequence_length, spec.depth,
         embed_dim=config.embed_dim, num_heads=config.num_heads, dropout=config.dropout,
         init=config.init, layer_norm_epsilon=config.layer_norm_epsilon, name=spec.id.replace("-", "_"), **VARIANT_KWARGS[spec.variant],
     )
@@ -94,16 +106,16 @@ def validation_windows(config, data, count):
     return windows[:, :-1], windows[:, 1:]
 
 
-def instrument_batch(config, data):
+def instrument_batch(ctx):
     """(x, y): the fixed batch of validation windows the instruments use."""
-    return validation_windows(config, data, config.instrument_sequences)
+    return validation_windows(ctx.config, ctx.data, ctx.config.instrument_sequences)
 
 
 # Sets of blocks removed at random per k in the k-block lesion.
 DELETION_DRAWS = 5
 
 
-def trained_instruments(model, config, data):
+def trained_instruments(model, ctx):
     """The instruments on a trained model (results.json entries, plain numbers).
 
     - stream: what each sublayer writes, relative to the stream;
@@ -113,7 +125,8 @@ def trained_instruments(model, config, data):
       sublayer, or k random blocks removed (Veit et al. 2016), on
       `lesion_sequences` validation windows.
     """
-    x, y = instrument_batch(config, data)
+    config, data = ctx.config, ctx.data
+    x, y = instrument_batch(ctx)
     lesion_x, lesion_y = validation_windows(config, data, config.lesion_sequences)
     lesion_data = (lesion_x, lesion_y)
     return jsonable({
@@ -140,9 +153,12 @@ def bits_per_char(loss):
     return None if loss is None else loss / math.log(2)
 
 
-def train_one(config, spec, runtime, data, run, log):
+def train_one(spec, ctx):
     """Trains one grid point and returns its results.json entry (with its sample)."""
     from tracks.language.pipeline import make_lm_datasets, training_windows
+
+    config, data, runtime, run, log = ctx.config, ctx.data, ctx.runtime, ctx.run, ctx.log
+    ctx.shared("vocabulary", lambda: data.vocab.save(run.path / "vocab.json"))  # `sample` reads it
 
     _, val_ds = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=config.seed)
 
@@ -152,11 +168,11 @@ def train_one(config, spec, runtime, data, run, log):
 
     curve_ds = val_ds.take(config.eval_batches) if config.eval_batches else val_ds
     with runtime.strategy.scope():
-        model = build_model(config, spec, data.vocab.size)
+        model = build_model(spec, ctx)
         compile_model(model, config, spec, runtime)
     params = count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.steps} steps")
-    x, y = instrument_batch(config, data)
+    x, y = instrument_batch(ctx)
     dynamics = diagnostics.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
@@ -189,7 +205,7 @@ def train_one(config, spec, runtime, data, run, log):
         prompt = data.vocab.encode(config.prompt)
         ids = generate(model, prompt, config.sample_chars, temperature=0.8, top_k=None, seed=config.seed)
         entry["sample"] = data.vocab.decode(ids[len(prompt):])
-        entry.update(trained_instruments(model, config, data))
+        entry.update(trained_instruments(model, ctx))
         best = run.read_results().get("best_model")
         if best is None or entry["val_loss"] < best["val_loss"]:
             run.save_model(model, "best_model.keras")

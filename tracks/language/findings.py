@@ -15,7 +15,7 @@ Thresholds, stated once (losses in nats per character):
 
 import numpy as np
 
-from tracks.common.findings import Finding, depth_scaling, diverged_models, scientific
+from tracks.common.findings import Finding, depth_scaling, diverged_models, variants_of, scientific
 
 PLAIN_FAILS = 0.5
 NEEDS_WARMUP = 0.1
@@ -208,8 +208,9 @@ def block_lesions(results):
     return Finding("Removing blocks and sublayers", None, "; ".join(sentences) + ".")
 
 
-def language_findings(results, variants):
-    """Every finding that applies to a run with these variants, in reading order."""
+def language_findings(results, variants=None):
+    """Every finding that applies to a run with these variants (default: the run's own), in reading order."""
+    variants = variants_of(results) if variants is None else variants
     found = [diverged_models(results),
              plain_fails(results) if "plain" in variants else None]
     for variant in ("post", "pre", "rezero"):

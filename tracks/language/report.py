@@ -11,7 +11,7 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import initialisation_table, instrument_notes
+from tracks.common.instruments import initialisation_table, instrument_figures, instrument_notes
 from tracks.language.data import dataset_title
 from tracks.common.report import (
     banner_markdown,
@@ -41,8 +41,9 @@ def series_label(entry):
     return plots.Label(entry["id"], variant, entry["depth"])
 
 
-def run_subtitle(config, data):
+def subtitle(ctx):
     """The line under every figure's title that says which run it is."""
+    config, data = ctx.config, ctx.data
     return (f"{data.title}, seed {config.seed}: {config.steps:,} steps of batch "
             f"{config.batch_size} x {config.sequence_length} characters, width {config.embed_dim} "
             f"({config.preset} preset)")
@@ -209,6 +210,20 @@ def terminal_ending(run, results):
     return run_ending(run, *results_table(results), extra_lines=extra)
 
 
+def report(results, ctx):
+    """The figures, samples and summary.md of a finished run; returns the lines the run ends with."""
+    run, config, banner, line = ctx.run, ctx.config, ctx.data.plot_banner, subtitle(ctx)
+    figures = [("Validation loss", "loss_curves.png")]
+    plot_loss_curves(run, config, results, run.path / "loss_curves.png", banner, line)
+    figures += instrument_figures(run.path)
+    if plot_stream(config, results, run.path / "stream.png", banner, line):
+        figures.append(("The residual stream after training", "stream.png"))
+    figures += plot_trained_instruments(config, results, run.path, banner, line)
+    write_samples(run, config, results)
+    write_summary(run, config, results, figures, ctx.data.banner)
+    return terminal_ending(run, results)
+
+
 def write_summary(run, config, results, figures, banner=None):
     table = markdown_table(*results_table(results))
     best = results.get("best_model")
@@ -233,7 +248,7 @@ def write_summary(run, config, results, figures, banner=None):
         "## What this run shows\n",
         "Each line is computed from this run's numbers and says whether the claim held "
         "(thresholds in `tracks/language/findings.py`).\n",
-        "\n".join(finding_lines(language_findings(results, config.variants))) + "\n",
+        "\n".join(finding_lines(language_findings(results))) + "\n",
         "## How to read it\n",
         *what_to_look_for(config.variants),
         "- **The residual stream** (stream.png, logit_lens.png): every sublayer reads the stream "
@@ -271,8 +286,9 @@ def seeds_table(results):
             "status"], rows
 
 
-def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
-    """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run."""
+def seeds_report(seed_runs, ctx):
+    """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
+    run, config, banner, plot_banner = ctx.run, ctx.config, ctx.data.banner, ctx.data.plot_banner
     per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
     first = per_seed[0][1]
     results = write_seeds_results(run, "language", config, per_seed, SEED_METRICS,
@@ -282,7 +298,7 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
                 f"{config.steps} steps, width {config.embed_dim} ({config.preset} preset)")
     plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner, subtitle,
                      runs=[child for _, child in seed_runs])
-    combined = combine_findings([(seed, language_findings(r, config.variants)) for seed, r in per_seed])
+    combined = combine_findings([(seed, language_findings(r)) for seed, r in per_seed])
     write_seeds_summary(
         run, title=f"Language run over {len(config.seeds)} seeds: plain vs residual, Pre-LN vs Post-LN "
                    f"({config.preset} preset)",
@@ -296,7 +312,7 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
         table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
         figures=[("Validation loss: mean ± std over the seeds", "loss_curves.png")],
     )
-    return results
+    return seeds_terminal_ending(run, results)
 
 
 def seeds_terminal_ending(run, results):

@@ -9,6 +9,7 @@ import os
 
 SOURCES = ("auto", "tiny_shakespeare", "pydoc", "text:PATH")
 TINY_SHAKESPEARE = "tiny_shakespeare"
+TINY_SHAKESPEARE_HOST = "raw.githubusercontent.com"  # where TFDS downloads it from
 
 
 def parse_source(source):

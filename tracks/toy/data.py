@@ -23,6 +23,13 @@ class SpiralData:
     def title(self):
         return "two spirals"
 
+    plot_banner = None  # the points are always drawn: no fallback to warn of
+
+    @property
+    def description(self):
+        """The line `data: ...` printed before training."""
+        return f"two spirals, {len(self.y_train)} training and {len(self.y_test)} test points"
+
 
 def spirals(points, noise, seed, turns=1.5):
     """`points` points on two spirals of `turns` turns, half a turn apart, with Gaussian `noise`."""

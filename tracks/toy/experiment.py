@@ -46,12 +46,24 @@ class ToySpec:
     def id(self):
         return f"{self.variant}-{self.depth}"
 
+    @property
+    def plain(self):
+        """No layer adds its input back (the instruments' c^l line)."""
+        return self.variant == "plain"
+
+    @property
+    def cost(self):
+        """The training time relative to the grid's other models (for the time left)."""
+        return self.depth
+
 
 def grid(config):
     return [ToySpec(variant, depth) for depth in sorted(config.depths) for variant in config.variants]
 
 
-def build_model(config, spec):
+def build_model(spec, ctx):
+    """The (uncompiled) MLP of one grid point: LayerNorm -> Dense -> ReLU layers, each `rk.Residual` or plain."""
+    config = ctx.config
     inputs = keras.Input((2,), name="point")
     x = keras.layers.Dense(config.width, name="embed")(inputs)
     for index in range(spec.depth):
@@ -62,8 +74,10 @@ def build_model(config, spec):
     return keras.Model(inputs, logits, name=spec.id.replace("-", "_"))
 
 
-def instrument_batch(config, data):
-    return data.x_train[:config.instrument_points], data.y_train[:config.instrument_points]
+def instrument_batch(ctx):
+    """(x, y): the first training points, the fixed batch the instruments read."""
+    count = ctx.config.instrument_points
+    return ctx.data.x_train[:count], ctx.data.y_train[:count]
 
 
 def epochs_of(config, data):
@@ -97,7 +111,7 @@ def boundary(model):
     return np.round(probability.reshape(grid_x.shape), 3).tolist()
 
 
-def trained_studies(config, spec, model, data):
+def trained_studies(spec, model, ctx):
     """A trained net taken apart: what results.json keeps of it (about a second each).
 
     - lesion, deletion (Veit et al. 2016): test accuracy with each layer
@@ -109,13 +123,14 @@ def trained_studies(config, spec, model, data):
     - landscape (Li et al. 2018): the training loss on a plane of two random
       directions around the trained weights.
     """
+    config, data = ctx.config, ctx.data
     test, points = (data.x_test, data.y_test), len(data.y_test)
     studies = {
         "lesion": diagnostics.lesion(model, test, metric="accuracy", batch_size=points),
         "deletion": diagnostics.delete_blocks(model, test, num_removed=[k for k in REMOVED if k <= spec.depth],
                                               draws=DELETION_DRAWS, metric="accuracy", batch_size=points,
                                               seed=config.seed),
-        "decomposition": diagnostics.stream_decomposition(model, instrument_batch(config, data)[0]),
+        "decomposition": diagnostics.stream_decomposition(model, instrument_batch(ctx)[0]),
         "landscape": diagnostics.loss_landscape(model, data.x_train, data.y_train, steps=LANDSCAPE_STEPS,
                                                 span=LANDSCAPE_SPAN, seed=config.seed, batch_size=len(data.y_train)),
     }
@@ -125,10 +140,12 @@ def trained_studies(config, spec, model, data):
     return jsonable(studies)
 
 
-def train_one(config, spec, runtime, data, epoch_data, run, log):
+def train_one(spec, ctx):
     """Trains one grid point; returns its results entry (losses, boundary, dynamics; the deepest: its studies)."""
+    config, data, runtime, run, log = ctx.config, ctx.data, ctx.runtime, ctx.run, ctx.log
+    epoch_data = ctx.shared("epochs", lambda: epochs_of(config, data))  # the same batches for every model
     with runtime.strategy.scope():
-        model = build_model(config, spec)
+        model = build_model(spec, ctx)
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
@@ -136,7 +153,7 @@ def train_one(config, spec, runtime, data, epoch_data, run, log):
                       steps_per_execution=runtime.steps_per_execution(config.steps_per_execution))
     params = rk.count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {config.steps_per_epoch} steps")
-    x, y = instrument_batch(config, data)
+    x, y = instrument_batch(ctx)
     dynamics = rk.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
@@ -158,7 +175,7 @@ def train_one(config, spec, runtime, data, epoch_data, run, log):
                      boundary=boundary(model))
         if spec.depth == max(config.depths):
             started = time.perf_counter()
-            entry.update(trained_studies(config, spec, model, data))
+            entry.update(trained_studies(spec, model, ctx))
             entry["studies_seconds"] = time.perf_counter() - started
             log(f"{spec.id}: lesions, paths, stream and loss landscape in {entry['studies_seconds']:.1f} s")
     entry["seconds"] = time.perf_counter() - start

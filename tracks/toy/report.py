@@ -127,14 +127,23 @@ def write_summary(run, config, results, data, figures, subtitle):
     (run.path / "summary.md").write_text("\n".join(lines))
 
 
-def write_report(run, config, results, data, subtitle):
-    plot_loss_curves(config, results, run.path / "loss_curves.png", [run], subtitle)
-    plot_boundaries(config, results, data, run.path / "boundaries.png", subtitle)
+def subtitle(ctx):
+    """The line under every figure's title that says which run it is."""
+    config, data = ctx.config, ctx.data
+    return f"two spirals, seed {config.seed}: {len(data.y_train)} points, width {config.width} ({config.preset} preset)"
+
+
+def report(results, ctx):
+    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+    run, config, data, line = ctx.run, ctx.config, ctx.data, subtitle(ctx)
+    plot_loss_curves(config, results, run.path / "loss_curves.png", [run], line)
+    plot_boundaries(config, results, data, run.path / "boundaries.png", line)
     figures = [("Training loss", "loss_curves.png"), ("Decision boundaries", "boundaries.png")]
     figures += instrument_figures(run.path)
-    figures += plot_dynamics(run.path, results, subtitle=f"{subtitle}; on {config.instrument_points} points")
-    figures += plot_trained(config, results, run.path, subtitle)
-    write_summary(run, config, results, data, figures, subtitle)
+    figures += plot_dynamics(run.path, results, subtitle=f"{line}; on {config.instrument_points} points")
+    figures += plot_trained(config, results, run.path, line)
+    write_summary(run, config, results, data, figures, line)
+    return run_ending(run, *results_table(results))
 
 
 def plot_trained(config, results, directory, subtitle):
@@ -174,10 +183,6 @@ def plot_trained(config, results, directory, subtitle):
     return figures
 
 
-def terminal_ending(run, results):
-    return run_ending(run, *results_table(results))
-
-
 SEED_METRICS = ("train_loss", "train_accuracy", "test_accuracy")
 
 
@@ -192,7 +197,9 @@ def seeds_table(results):
     return ["variant", "layers", "train loss", "train accuracy", "test accuracy", "seeds"], rows
 
 
-def write_seeds_report(run, config, seed_runs, data):
+def seeds_report(seed_runs, ctx):
+    """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
+    run, config, data = ctx.run, ctx.config, ctx.data
     per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
     results = write_seeds_results(run, "toy", config, per_seed, SEED_METRICS, keys=("variant", "depth"))
     subtitle = f"two spirals, seeds {','.join(map(str, config.seeds))} ({config.preset} preset)"
@@ -204,8 +211,4 @@ def write_seeds_report(run, config, seed_runs, data):
         table=markdown_table(*seeds_table(results)),
         combined=combine_findings([(seed, toy_findings(r)) for seed, r in per_seed]), seeds=config.seeds,
         figures=[("Training loss: mean ± std over the seeds", "loss_curves.png")])
-    return results
-
-
-def seeds_terminal_ending(run, results):
     return run_ending(run, *seeds_table(results))

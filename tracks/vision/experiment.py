@@ -27,6 +27,16 @@ class VisionSpec:
     def id(self):
         return f"{self.variant}-{self.depth}"
 
+    @property
+    def plain(self):
+        """No block adds its input back (the instruments' c^l line)."""
+        return VARIANTS[self.variant].plain
+
+    @property
+    def cost(self):
+        """The training time relative to the grid's other models (for the time left)."""
+        return self.depth
+
 
 def grid(config):
     """The run's models: every variant at every depth, shallow to deep."""
@@ -38,11 +48,13 @@ def uses_fixup_groups(config, spec):
     return config.fixup_groups and VARIANTS[spec.variant].fixup
 
 
-def build_model(config, spec, num_classes):
+def build_model(spec, ctx):
+    """The (uncompiled) ResNet of one grid point, for the run's data."""
+    config = ctx.config
     return cifar_resnet(
         spec.depth,
         width=config.width,
-        num_classes=num_classes,
+        num_classes=ctx.data.num_classes,
         # With Fixup's groups the optimizer decays every parameter; no L2 penalty in the model too.
         weight_decay=0.0 if uses_fixup_groups(config, spec) else config.weight_decay,
         name=spec.id.replace("-", "_"),
@@ -107,8 +119,9 @@ def sample_indices(total, size, seed):
     return np.sort(np.random.default_rng(seed).permutation(total)[:size])
 
 
-def instrument_batch(config, data):
+def instrument_batch(ctx):
     """(x, y): the fixed batch of training images (normalised) and labels the instruments use."""
+    config, data = ctx.config, ctx.data
     indices = sample_indices(len(data.y_train), config.instrument_images, config.seed)
     return data.normalize(data.x_train[indices]), data.y_train[indices]
 
@@ -152,17 +165,48 @@ def landscape_study(model, data, config):
         seed=config.seed, batch_size=config.landscape_images))
 
 
-def train_one(config, spec, runtime, data, datasets, run, log):
-    """Trains one grid point and returns its results.json entry."""
-    epoch_data, curve_name, curve_ds, test_ds = datasets
+def evaluation_datasets(ctx):
+    """(curve_name, curve, test): the per-epoch evaluation set for the curves, its name, the test set.
+
+    The curves use the val set if one is held out ("val"), else the test set
+    ("test"); with `curve_eval_size`, a fixed random subset of it
+    ("test_subset": test sets are often stored class by class, so the first
+    images would all be one class).
+    """
+    from tracks.vision.data import evaluation_batches
+
+    config, data = ctx.config, ctx.data
+    test = evaluation_batches(data, data.x_test, data.y_test, config.batch_size)
+    held_out = data.x_val is not None
+    images, labels = (data.x_val, data.y_val) if held_out else (data.x_test, data.y_test)
+    name = "val" if held_out else "test"
+    if config.curve_eval_size and config.curve_eval_size < len(labels):
+        chosen = sample_indices(len(labels), config.curve_eval_size, config.seed)
+        images, labels = images[chosen], labels[chosen]
+        name = "val" if held_out else "test_subset"
+    return name, evaluation_batches(data, images, labels, config.batch_size), test
+
+
+def train_one(spec, ctx):
+    """Trains one grid point and returns its results.json entry.
+
+    Every model of the run trains on the same epochs (epoch e's batches depend
+    on (seed, e) only) and is evaluated on the same sets: made once per run.
+    """
+    from tracks.vision.data import training_epochs
+
+    config, data, runtime, run, log = ctx.config, ctx.data, ctx.runtime, ctx.run, ctx.log
+    epoch_data = ctx.shared("epochs", lambda: training_epochs(data, config.batch_size, augment=config.augment,
+                                                              seed=config.seed))
+    curve_name, curve_ds, test_ds = ctx.shared("evaluation", lambda: evaluation_datasets(ctx))
     num_train = len(data.y_train)
     steps_per_epoch = num_train // config.batch_size
     with runtime.strategy.scope():
-        model = build_model(config, spec, len(data.class_names))
+        model = build_model(spec, ctx)
         compile_model(model, config, spec, runtime, steps_per_epoch)
     params = count_trainable_params(model)
     log(f"{spec.id}: {params:,} trainable parameters, {config.epochs} epochs x {steps_per_epoch} steps")
-    x, y = instrument_batch(config, data)
+    x, y = instrument_batch(ctx)
     dynamics = diagnostics.TrainingDynamics(x, y, path=run.path / "dynamics" / f"{spec.id}.csv")
     start = time.perf_counter()
     outcome = fit_with_backup(
@@ -199,7 +243,7 @@ def train_one(config, spec, runtime, data, datasets, run, log):
         entry["test_error"] = 1.0 - test["accuracy"]
         entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
         entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed,
-                                           plain=VARIANTS[spec.variant].plain)
+                                           plain=spec.plain)
         if config.landscape_steps and spec.depth == max(config.depths):
             started = time.perf_counter()
             entry["landscape"] = landscape_study(model, data, config)

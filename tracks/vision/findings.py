@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from tracks.common.findings import Finding, depth_scaling, diverged_models, entries_by, percent, scientific
+from tracks.common.findings import (Finding, depth_scaling, diverged_models, entries_by, percent, scientific,
+                                    variants_of)
 from tracks.vision.variants import PLAIN_VARIANTS, VARIANTS
 
 DEGRADATION_POINTS = 0.05
@@ -401,8 +402,9 @@ def _all_diverged(results, variant):
     return bool(entries) and all(m.get("diverged") for m in entries)
 
 
-def vision_findings(results, variants):
-    """Every finding that applies to a run with these variants, in reading order."""
+def vision_findings(results, variants=None):
+    """Every finding that applies to a run with these variants (default: the run's own), in reading order."""
+    variants = variants_of(results) if variants is None else variants
     found = [diverged_models(results)]
     for variant in variants:
         if variant in PLAIN_VARIANTS:

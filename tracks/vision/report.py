@@ -14,7 +14,7 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import initialisation_table, instrument_notes
+from tracks.common.instruments import initialisation_table, instrument_figures, instrument_notes
 from tracks.vision.data.sources import dataset_title
 from tracks.common.report import (
     banner_markdown,
@@ -56,8 +56,9 @@ def curve_column(rows):
     return None
 
 
-def run_subtitle(config, data):
+def subtitle(ctx):
     """The line under every figure's title that says which run it is."""
+    config, data = ctx.config, ctx.data
     return (f"{data.title}, seed {config.seed}: {len(data.y_train):,} training images, "
             f"{config.epochs} epochs, width {config.width} ({config.preset} preset)")
 
@@ -254,6 +255,20 @@ def recipe_line(config):
     return line + "."
 
 
+def report(results, ctx):
+    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+    run, config, banner, line = ctx.run, ctx.config, ctx.data.plot_banner, subtitle(ctx)
+    figures = [("Training curves", "training_curves.png")]
+    plot_training_curves(run, config, results, run.path / "training_curves.png", banner, line)
+    figures += instrument_figures(run.path)
+    if plot_lesions(config, results, run.path / "lesion.png", banner, line):
+        figures.append(("Lesion study of the trained networks", "lesion.png"))
+    figures += plot_ensemble(config, results, run.path, banner, line)
+    figures += plot_landscape(config, results, run.path, banner, line)
+    write_summary(run, config, results, figures, ctx.data.banner)
+    return terminal_ending(run, results)
+
+
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     table = markdown_table(*results_table(results))
@@ -271,7 +286,7 @@ def write_summary(run, config, results, figures, banner=None):
         "## What this run shows\n",
         "Each line is computed from this run's numbers and says whether the claim held "
         "(thresholds in `tracks/vision/findings.py`).\n",
-        "\n".join(finding_lines(vision_findings(results, config.variants))) + "\n",
+        "\n".join(finding_lines(vision_findings(results))) + "\n",
         "## How to read the figures\n",
         "- **Training curves**: bold = training error, dashed = the per-epoch evaluation (the legend "
         "and the CSV columns say which: `val_*` a validation split, `test_subset_*` a fixed random "
@@ -315,8 +330,9 @@ def seeds_table(results):
     return ["variant", "depth", "parameters", "train error", "val error", "test error", "seeds", "status"], rows
 
 
-def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
-    """results.json, training_curves.png (mean +- std bands) and summary.md of a `--seeds` run."""
+def seeds_report(seed_runs, ctx):
+    """results.json, training_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
+    run, config, banner, plot_banner = ctx.run, ctx.config, ctx.data.banner, ctx.data.plot_banner
     per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
     results = write_seeds_results(run, "vision", config, per_seed, SEED_METRICS,
                                   keys=("variant", "depth", "num_classes"))
@@ -326,7 +342,7 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
                 f"({config.preset} preset)")
     plot_training_curves(run, config, results, run.path / "training_curves.png", plot_banner, subtitle,
                          runs=[child for _, child in seed_runs])
-    combined = combine_findings([(seed, vision_findings(r, config.variants)) for seed, r in per_seed])
+    combined = combine_findings([(seed, vision_findings(r)) for seed, r in per_seed])
     write_seeds_summary(
         run, title=f"Vision run over {len(config.seeds)} seeds: plain vs residual networks ({config.preset} preset)",
         banner=banner,
@@ -339,7 +355,7 @@ def write_seeds_report(run, config, seed_runs, banner=None, plot_banner=None):
         table=markdown_table(*seeds_table(results)), combined=combined, seeds=config.seeds,
         figures=[("Training curves: mean ± std over the seeds", "training_curves.png")],
     )
-    return results
+    return seeds_terminal_ending(run, results)
 
 
 def seeds_terminal_ending(run, results):

@@ -8,6 +8,7 @@ TensorFlow, reads the same forms from here.
 import os
 
 SOURCE_FORMS = ("auto", "cifar10", "synthetic", "folder:PATH")
+CIFAR10_HOST = "www.cs.toronto.edu"  # where TFDS downloads CIFAR-10 from
 
 
 def parse_source(source):

@@ -23,6 +23,7 @@ import numpy as np
 
 from residual_keras.checks import check_int
 from tracks.common import tfds_source
+from tracks.vision.source import CIFAR10_HOST  # where TFDS downloads it: `prefetch` and the offline check ask it
 from tracks.vision.data.folder import _load_folder
 from tracks.vision.data.synthetic import (
     SYNTHETIC_TEST_EXAMPLES,
@@ -86,6 +87,16 @@ class VisionData:
         return dataset_title(self.name)
 
     @property
+    def plot_banner(self):
+        """The fallback's warning as the figures show it, or None."""
+        return "SYNTHETIC DATA, NOT CIFAR-10" if self.banner else None
+
+    @property
+    def description(self):
+        """The line `data: ...` printed before training."""
+        return f"{self.name}, {len(self.y_train)} training images, {len(self.y_test)} test images"
+
+    @property
     def num_classes(self):
         return len(self.class_names)
 
@@ -111,10 +122,6 @@ class VisionData:
 # --------------------------------------------------------------------------- #
 # Choosing a source
 # --------------------------------------------------------------------------- #
-
-
-# Where TFDS downloads CIFAR-10 from (its own URL): `prefetch` and the offline check ask it first.
-CIFAR10_HOST = "www.cs.toronto.edu"
 
 
 def cifar10_unavailable_message(directory):

@@ -1,0 +1,101 @@
+"""What every run does with a track's parts: load its data, measure at initialisation, train the grid, report.
+
+`load(track, config, source)` and `train_one_run(track, ctx)` are the two
+steps between the checked options (resume.py) and results.json; `diagnose`
+and `--seeds` (seeds.py) reuse them.
+"""
+
+from tracks.common.console import announce
+from tracks.common.track import GridModel, RunContext
+
+
+def load(track, config, source=None, log=None):
+    """The track's data for `config`; `source` (the one a resumed run recorded) replaces `config.data`."""
+    import dataclasses
+
+    if source is not None:
+        config = dataclasses.replace(config, data=source)
+    context = RunContext(config) if log is None else RunContext(config, log=log)
+    return track.load_data(context)
+
+
+def initial_models(track, ctx, specs):
+    """One `GridModel` per (variant, depth) of `specs`, each from the run's seed.
+
+    Grid points that differ only in training (a warm-up length, say) are the
+    same model at initialisation, so each is measured once.
+    """
+    import keras
+
+    models, seen = [], set()
+    for spec in specs:
+        if (spec.variant, spec.depth) in seen:
+            continue
+        seen.add((spec.variant, spec.depth))
+        keras.utils.set_random_seed(ctx.seed)
+        models.append(GridModel(f"{spec.variant}-{spec.depth}", spec.variant, spec.depth,
+                                track.build_model(spec, ctx), spec.plain))
+    return models
+
+
+def instrument_subtitle(track, ctx, x):
+    """The subtitle of a training run's plots at initialisation: the run's subtitle and the batch."""
+    return f"{track.subtitle(ctx)}; at initialisation, {len(x)} {track.instrument_examples}"
+
+
+def diagnose_subtitle(track, ctx, x):
+    """The subtitle of a `diagnose` run's plots: the data, the seed and the batch measured.
+
+    Nothing is trained, so it names no training set, epochs or steps.
+    """
+    config = ctx.config
+    return (f"{ctx.data.title}, seed {config.seed} ({config.preset} preset): at initialisation, nothing "
+            f"trained; measured on a batch of {len(x)} {track.instrument_examples}")
+
+
+def measure_at_initialisation(track, ctx, specs, *, diagnose=False):
+    """The gradient, activation and Jacobian plots of the grid's models at initialisation, in ctx.run.
+
+    `diagnose`: the plots of a `diagnose` run (their subtitle names no training).
+    """
+    from tracks.common import instruments
+
+    x, y = track.instrument_batch(ctx)
+    subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, x)
+    return instruments.at_initialisation(
+        initial_models(track, ctx, specs), x, ctx.run.path, y=y, banner=ctx.data.plot_banner,
+        subtitle=subtitle, log=ctx.log, **track.instrument_options)
+
+
+def estimate_seconds(track, ctx):
+    """The time this run (one seed) is expected to take on its device, or None."""
+    import dataclasses
+
+    if track.resources is None:
+        return None
+    one_seed = dataclasses.replace(ctx.config, seeds=()) if hasattr(ctx.config, "seeds") else ctx.config
+    return track.resources(one_seed, ctx.data, accelerator=ctx.runtime.accelerator).cpu_seconds
+
+
+def train_one_run(track, ctx):
+    """Trains the grid of one run (one seed) into ctx.run, then writes its report."""
+    from tracks.common.runtime import setup_runtime
+    from tracks.common.training import run_grid
+
+    config, run, data = ctx.config, ctx.run, ctx.data
+    runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
+                            cpu_xla=track.cpu_xla, cpu_graph_optimizer=track.cpu_graph_optimizer)
+    ctx = ctx.replace(runtime=runtime)
+    specs = track.grid(config)
+    announce(run, config, runtime, specs, estimate_seconds(track, ctx), data.description)
+    run.update_results(track=track.name, preset=config.preset, dataset=data.name, dataset_title=data.title,
+                       banner=data.banner, **track.run_fields(ctx), **runtime.describe())
+    if "initialisation" not in run.read_results():
+        run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))
+    results = run_grid(run, specs, lambda spec: track.train_one(spec, ctx), log=ctx.log,
+                       cost=lambda spec: spec.cost, seed=config.seed)
+    ctx.log(track.report(results, ctx))
+
+
+__all__ = ["diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load",
+           "measure_at_initialisation", "train_one_run"]
