@@ -17,6 +17,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tracks' results types, run from a checkout
 REFERENCE = ROOT / "docs" / "reference"
 
 # The earlier final runs of the same presets, as docs/experiments/ records them
@@ -95,16 +96,19 @@ LANGUAGE_RULE = ("every measured run's range (this reference and docs/experiment
 
 def _figures(results):
     figures = {}
-    for entry in results["models"]:
+    for entry in results.models:
         for key, label in (("train_error", "training error"), ("test_error", "test error"),
                            ("val_loss", "validation loss")):
-            if entry.get(key) is not None:
-                figures[f"{entry['id']} {label}"] = entry[key]
+            if getattr(entry, key, None) is not None:
+                figures[f"{entry.id} {label}"] = getattr(entry, key)
     return figures
 
 
 def bands_for(name):
-    results = json.loads((REFERENCE / name / "results.json").read_text())
+    from tracks.registry import track
+
+    data = json.loads((REFERENCE / name / "results.json").read_text())
+    results = track(data["track"]).results.from_json(data)
     earlier = EARLIER[name]["values"]
     vision = name.startswith("vision")
     # Errors are fractions: 3 points widen by 0.03 and whole points are steps of 0.01,

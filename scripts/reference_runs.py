@@ -1,11 +1,13 @@
 """The committed reference runs (docs/reference/<run>/) as the documentation reads them.
 
-`results(run)` and `lookup(run, path)` read a run's results.json (and
-reference.json), `formatted(value, style)` writes a value as a page shows it,
+`results(run)` reads a run's results.json as its track's `RunResults`
+(tracks/common/results.py, the track found in tracks/registry.py),
+`lookup(run, path)` a value of it (or of reference.json), `formatted(value, style)` writes a value as a page shows it,
 and `TABLES` builds each generated table of the pages from the runs.
 scripts/doc_numbers.py checks the pages against them and rewrites the tables.
 """
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -23,16 +25,21 @@ class SourceError(ValueError):
 
 
 def results(run):
+    """The reference run's results.json, typed by its track (a `RunResults`)."""
+    from tracks.registry import track
+
     path = REFERENCE / run / "results.json"
     if not path.is_file():
         raise SourceError(f"no reference run {run!r} (no {path.relative_to(ROOT)})")
-    return json.loads(path.read_text())
+    data = json.loads(path.read_text())
+    return track(data["track"]).results.from_json(data)
 
 
 def lookup(run, path):
     """The value at `path` in a reference run's results.json (`reference.KEY`: in its reference.json).
 
-    Dot-separated; `models.ID` picks a model by its id, a number a list's item.
+    Dot-separated: a field of the results or of a model, a key of a study;
+    `models.ID` picks a model by its id, a number a list's item.
     """
     if path.startswith("reference."):
         about = REFERENCE / run / "reference.json"
@@ -49,10 +56,12 @@ def lookup(run, path):
                 raise SourceError(f"{run}: {path} has no item {key}") from None
             continue
         if isinstance(value, list):
-            found = [item for item in value if isinstance(item, dict) and item.get("id") == key]
+            found = [item for item in value if getattr(item, "id", None) == key]
             if not found:
                 raise SourceError(f"{run}: no model {key!r} in {path}")
             value = found[0]
+        elif dataclasses.is_dataclass(value) and hasattr(value, key):
+            value = getattr(value, key)
         elif isinstance(value, dict) and key in value:
             value = value[key]
         else:
@@ -107,9 +116,9 @@ def _band(run, figure, style):
 def vision_table(run):
     rows = ["| model | blocks | parameters | training error (%) | band | test error (%) | band | time (s) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for entry in sorted(results(run)["models"], key=lambda m: (m["variant"], m["depth"])):
-        model_id = entry["id"]
-        rows.append(f"| {model_id} | {(entry['depth'] - 2) // 2} | {_model(run, model_id, 'params', 'int')} | "
+    for entry in sorted(results(run).models, key=lambda m: (m.variant, m.depth)):
+        model_id = entry.id
+        rows.append(f"| {model_id} | {(entry.depth - 2) // 2} | {_model(run, model_id, 'params', 'int')} | "
                     f"{_model(run, model_id, 'train_error', '%')} | {_band(run, f'{model_id} training error', '%')} | "
                     f"{_model(run, model_id, 'test_error', '%')} | {_band(run, f'{model_id} test error', '%')} | "
                     f"{_model(run, model_id, 'seconds', 's')} |")
@@ -119,8 +128,8 @@ def vision_table(run):
 def language_table(run):
     rows = ["| model | final validation loss (nats) | band | training loss | time (s) |",
             "| --- | --- | --- | --- | --- |"]
-    for entry in sorted(results(run)["models"], key=lambda m: m["id"]):
-        model_id = entry["id"]
+    for entry in sorted(results(run).models, key=lambda m: m.id):
+        model_id = entry.id
         rows.append(f"| {model_id} | {_model(run, model_id, 'val_loss', '.3f')} | "
                     f"{_band(run, f'{model_id} validation loss', '.2f')} | "
                     f"{_model(run, model_id, 'train_loss', '.3f')} | {_model(run, model_id, 'seconds', 's')} |")
@@ -150,18 +159,29 @@ def reference_index(_=None):
     return "\n".join(rows)
 
 
+def tracks_table(_=None):
+    """The tracks of tracks/registry.py: each one's command, files and first docstring line."""
+    from tracks.__main__ import summary
+    from tracks.registry import TRACKS
+
+    rows = ["| track | command | its folder | what it shows |", "| --- | --- | --- | --- |"]
+    for name in TRACKS:
+        rows.append(f"| {name} | `python -m tracks.{name}` | `tracks/{name}/` | {summary(name)} |")
+    return "\n".join(rows)
+
+
 def findings_list(run):
     """The reference run's findings, as its summary.md gives them (the track's own finding functions)."""
     from tracks.registry import track
 
     data = results(run)
-    return "\n".join(finding.markdown() for finding in track(data["track"]).findings(data) if finding)
+    return "\n".join(finding.markdown() for finding in track(data.track).findings(data) if finding)
 
 
 def initialisation_table(run):
     rows = ["| model | gradient gain (first block / output) | ‖d x_L / d x_0‖ | stream RMS, x_L / x_0 |",
             "| --- | --- | --- | --- |"]
-    for model_id, values in results(run).get("initialisation", {}).items():
+    for model_id, values in (results(run).initialisation or {}).items():
         jacobian = formatted(values.get("jacobian_norm"), ".3g")
         if values.get("jacobian_converged") is False:
             jacobian = f"≥ {jacobian} (lower bound, {values.get('jacobian_iterations')} power iterations)"
@@ -178,13 +198,13 @@ def vision_lesions(runs):
     rows = ["| model | data | intact | median, one block removed | worst | blocks removable |",
             "| --- | --- | --- | --- | --- | --- |"]
     for run, label in runs:
-        for entry in sorted(results(run)["models"], key=lambda m: (m["variant"], m["depth"])):
-            study = entry.get("lesion")
+        for entry in sorted(results(run).models, key=lambda m: (m.variant, m.depth)):
+            study = entry.lesion
             if not study:
                 continue
             removable = sorted(value for value in study["lesioned"] if value is not None)
             median = _median(removable)
-            rows.append(f"| {entry['id']} | {label} | {_percent(study['intact'])} | {_percent(median)} | "
+            rows.append(f"| {entry.id} | {label} | {_percent(study['intact'])} | {_percent(median)} | "
                         f"{_percent(removable[0] if removable else None)} | {len(removable)} of "
                         f"{len(study['lesioned'])} |")
     return "\n".join(rows)
@@ -194,16 +214,16 @@ def vision_deletions(runs, ks=(1, 2, 4, 8)):
     rows = ["| model | data | intact | " + " | ".join(f"k = {k}" for k in ks) + " | swaps: mean (range) |",
             "| --- | --- | --- | " + " | ".join("---" for _ in ks) + " | --- |"]
     for run, label in runs:
-        for entry in sorted(results(run)["models"], key=lambda m: (m["variant"], m["depth"])):
-            study = (entry.get("ensemble") or {}).get("deletion")
+        for entry in sorted(results(run).models, key=lambda m: (m.variant, m.depth)):
+            study = (entry.ensemble or {}).get("deletion")
             if not study:
                 continue
             by_k = dict(zip(study["num_removed"], study["mean"]))
-            swaps = entry["ensemble"].get("swaps") or {}
+            swaps = entry.ensemble.get("swaps") or {}
             swapped = swaps.get("swapped") or []
             swap_text = (f"{_percent(sum(swapped) / len(swapped))} ({_percent(min(swapped))}-"
                          f"{_percent(max(swapped))})") if swapped else "—"
-            rows.append(f"| {entry['id']} | {label} | {_percent(study['intact'])} | "
+            rows.append(f"| {entry.id} | {label} | {_percent(study['intact'])} | "
                         + " | ".join(_percent(by_k.get(k)) for k in ks) + f" | {swap_text} |")
     return "\n".join(rows)
 
@@ -213,8 +233,8 @@ def vision_paths(runs):
     rows = ["| model | data | blocks | typical path (n/2) | gradient-weighted mean | 90% of the gradient through |",
             "| --- | --- | --- | --- | --- | --- |"]
     for run, label in runs:
-        for entry in sorted(results(run)["models"], key=lambda m: (m["variant"], m["depth"])):
-            paths = (entry.get("ensemble") or {}).get("paths")
+        for entry in sorted(results(run).models, key=lambda m: (m.variant, m.depth)):
+            paths = (entry.ensemble or {}).get("paths")
             if not paths:
                 continue
             lengths, share = paths["lengths"], paths["gradient_share"]
@@ -225,7 +245,7 @@ def vision_paths(runs):
                 cumulative.append(total)
             low = next(length for length, value in zip(lengths, cumulative) if value >= 0.05)
             high = next(length for length, value in zip(lengths, cumulative) if value >= 0.95)
-            rows.append(f"| {entry['id']} | {label} | {lengths[-1]} | {lengths[-1] / 2:.1f} | {weighted:.1f} | "
+            rows.append(f"| {entry.id} | {label} | {lengths[-1]} | {lengths[-1] / 2:.1f} | {weighted:.1f} | "
                         f"{low}-{high} branches |")
     return "\n".join(rows)
 
@@ -241,7 +261,7 @@ def language_initialisation(run):
     rows = ["| model | gradient gain (first block / output) | ‖d x_L / d x_0‖ | stream RMS, x_L / x_0 | "
             "weight gradient, first block | last block | mean per block |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for model_id, values in results(run).get("initialisation", {}).items():
+    for model_id, values in (results(run).initialisation or {}).items():
         norms = values.get("block_weight_grad_norms") or []
         jacobian = formatted(values.get("jacobian_norm"), ".3g")
         if values.get("jacobian_converged") is False:
@@ -274,11 +294,11 @@ def _dynamics(run, model_id):
 def language_dynamics(run):
     rows = ["| model | gradient gain before training | after the first interval | at the end | "
             "mean branch / stream before | at the end |", "| --- | --- | --- | --- | --- | --- |"]
-    for entry in sorted(results(run)["models"], key=lambda m: m["id"]):
-        records = _dynamics(run, entry["id"])
+    for entry in sorted(results(run).models, key=lambda m: m.id):
+        records = _dynamics(run, entry.id)
         if len(records) < 2:
             continue
-        rows.append(f"| {entry['id']} | {formatted(records[0][0], '.3g')} | {formatted(records[1][0], '.3g')} | "
+        rows.append(f"| {entry.id} | {formatted(records[0][0], '.3g')} | {formatted(records[1][0], '.3g')} | "
                     f"{formatted(records[-1][0], '.3g')} | {formatted(records[0][1], '.2f')} | "
                     f"{formatted(records[-1][1], '.2f')} |")
     return "\n".join(rows)
@@ -288,12 +308,12 @@ def language_trained(run):
     rows = ["| model | stream = x_0 + sum of the writes? (relative error) | intact loss | one block removed: median | "
             "worst | one attention removed: median | one feed-forward removed: median |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for entry in sorted(results(run)["models"], key=lambda m: m["id"]):
-        lesion, sublayers = entry.get("lesion"), entry.get("sublayers")
+    for entry in sorted(results(run).models, key=lambda m: m.id):
+        lesion, sublayers = entry.lesion, entry.sublayers
         if not lesion:
             continue
         worst = max(value for value in lesion["lesioned"] if value is not None)
-        rows.append(f"| {entry['id']} | {formatted((entry.get('decomposition') or {}).get('relative_error'), '.2g')} | "
+        rows.append(f"| {entry.id} | {formatted((entry.decomposition or {}).get('relative_error'), '.2g')} | "
                     f"{formatted(lesion['intact'], '.3f')} | {formatted(_median(lesion['lesioned']), '.3f')} | "
                     f"{formatted(worst, '.3f')} | {formatted(_median(sublayers.get('attention', [])), '.3f')} | "
                     f"{formatted(_median(sublayers.get('feedforward', [])), '.3f')} |")
@@ -301,28 +321,28 @@ def language_trained(run):
 
 
 def language_logit_lens(run):
-    entries = [m for m in sorted(results(run)["models"], key=lambda m: m["id"]) if m.get("logit_lens")]
+    entries = [m for m in sorted(results(run).models, key=lambda m: m.id) if m.logit_lens]
     if not entries:
         return ""
-    depth = len(entries[0]["logit_lens"]["loss"]) - 1
+    depth = len(entries[0].logit_lens["loss"]) - 1
     rows = ["| model | embeddings | " + " | ".join(str(d) for d in range(1, depth + 1)) + " (output) |",
             "| --- | --- | " + " | ".join("---" for _ in range(depth)) + " |"]
     for entry in entries:
-        rows.append(f"| {entry['id']} | " + " | ".join(formatted(value, ".2f") for value in entry["logit_lens"]["loss"])
+        rows.append(f"| {entry.id} | " + " | ".join(formatted(value, ".2f") for value in entry.logit_lens["loss"])
                     + " |")
     return "\n".join(rows)
 
 
 def language_deletions(run):
-    entries = [m for m in sorted(results(run)["models"], key=lambda m: m["id"]) if m.get("deletion")]
+    entries = [m for m in sorted(results(run).models, key=lambda m: m.id) if m.deletion]
     if not entries:
         return ""
-    ks = entries[0]["deletion"]["num_removed"]
+    ks = entries[0].deletion["num_removed"]
     rows = ["| model | intact | " + " | ".join(f"k = {k}" for k in ks) + " |",
             "| --- | --- | " + " | ".join("---" for _ in ks) + " |"]
     for entry in entries:
-        rows.append(f"| {entry['id']} | {formatted(entry['deletion']['intact'], '.2f')} | "
-                    + " | ".join(formatted(value, ".2f") for value in entry["deletion"]["mean"]) + " |")
+        rows.append(f"| {entry.id} | {formatted(entry.deletion['intact'], '.2f')} | "
+                    + " | ".join(formatted(value, ".2f") for value in entry.deletion["mean"]) + " |")
     return "\n".join(rows)
 
 
@@ -331,6 +351,7 @@ VISION_RUNS = (("vision-cifar10-s0", "CIFAR-10"), ("vision-offline-s0", "synthet
 TABLES = {
     "readme-results": readme_results,
     "reference-index": reference_index,
+    "tracks": tracks_table,
     "vision-expected-cifar10": lambda _: vision_table("vision-cifar10-s0"),
     "vision-expected-offline": lambda _: vision_table("vision-offline-s0"),
     "language-expected-tinyshakespeare": lambda _: language_table("language-tinyshakespeare-s0"),

@@ -19,6 +19,7 @@ import tensorflow as tf
 from track_helpers import Killed, snapshot
 from tracks.common.options import train_parser
 from tracks.common.config import ConfigError, config_from_args, config_from_dict, write_json
+from tracks.common.results import ModelResult
 from tracks.common.run_dir import RunDirectory, RunFileError
 from tracks.common.process import check_strategy
 from tracks.common.training import (
@@ -363,7 +364,7 @@ class Spec:
 
 def test_run_grid_skips_finished_models_records_each_and_then_drops_its_backup(tmp_path):
     run = RunDirectory.create("toy", ToyConfig(), out=tmp_path / "run")
-    run.record_model({"id": "a", "seconds": 1.0})
+    run.record_model({"id": "a", "variant": "v", "depth": 1, "seconds": 1.0})
     run.backup_dir("a").mkdir(parents=True)  # recorded, then killed before its backup was deleted
     trained, first_weights = [], []
 
@@ -372,13 +373,13 @@ def test_run_grid_skips_finished_models_records_each_and_then_drops_its_backup(t
         first_weights.append(keras.random.uniform((3,)).numpy())
         run.backup_dir(spec.id).mkdir(parents=True)
         assert run.backup_dir(spec.id).is_dir()
-        return {"id": spec.id, "seconds": 0.5, "diverged": spec.id == "c",
-                "diverged_at": "epoch 2" if spec.id == "c" else None}
+        return ModelResult(spec.id, "v", 1, seconds=0.5, diverged=spec.id == "c",
+                           diverged_at="epoch 2" if spec.id == "c" else None)
 
     lines = []
     results = run_grid(run, [Spec("a"), Spec("b"), Spec("c")], train_one, log=lines.append, seed=7)
     assert trained == ["b", "c"]
-    assert [m["id"] for m in results["models"]] == ["a", "b", "c"]
+    assert [m.id for m in results.models] == ["a", "b", "c"]
     assert any("model 3/3: c diverged at epoch 2" in line for line in lines)
     assert not (run.path / "backup").exists()
     # Each model starts from the run's seed, whatever trained before it.
@@ -398,9 +399,9 @@ def test_run_grid_keeps_the_backup_of_a_model_whose_result_is_not_recorded(tmp_p
 
 
 def test_outcome_lines_and_throughput():
-    assert describe_outcome({"diverged": False, "diverged_at": None}) == "done"
-    assert describe_outcome({"diverged": True, "diverged_at": "epoch 1"}) == "diverged at epoch 1"
-    assert describe_outcome({"diverged": True, "diverged_at": "step 500"}) == "diverged at step 500"
-    assert describe_outcome({"diverged": True}) == "diverged"  # where is not known
+    assert describe_outcome(ModelResult("m", "v", 1, diverged=False, diverged_at=None)) == "done"
+    assert describe_outcome(ModelResult("m", "v", 1, diverged=True, diverged_at="epoch 1")) == "diverged at epoch 1"
+    assert describe_outcome(ModelResult("m", "v", 1, diverged=True, diverged_at="step 500")) == "diverged at step 500"
+    assert describe_outcome(ModelResult("m", "v", 1, diverged=True)) == "diverged"  # where is not known
     history = [{"seconds": 10.0}, {"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 4.0}]
     assert throughput(history, 100) == pytest.approx(50.0)

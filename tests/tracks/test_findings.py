@@ -6,15 +6,17 @@ import pytest
 
 from tracks.common.findings import finding_lines, scientific
 from tracks.language import findings as language
+from tracks.language.results import LanguageResults
 from tracks.vision import findings as vision
+from tracks.vision.results import VisionResults
 
 
 def _vision(errors, init=None, extra=None):
-    """results.json-like dict from {(variant, depth): final training error}."""
+    """Vision results from {(variant, depth): final training error}."""
     extra = extra or {}
     models = [{"id": f"{v}-{d}", "variant": v, "depth": d, "train_error": e, **extra.get((v, d), {})}
               for (v, d), e in errors.items()]
-    return {"models": models, "initialisation": init or {}}
+    return VisionResults.from_json({"models": models, "initialisation": init or {}})
 
 
 def test_degradation_holds_only_for_five_points_or_more():
@@ -40,10 +42,10 @@ def test_shortcut_benefit_at_the_deepest_depth():
 
 def test_gradient_at_initialisation_compares_distance_from_one():
     init = {"plain-44": {"gradient_gain": 1.6e3}, "residual-44": {"gradient_gain": 22.0}}
-    found = vision.gradient_at_initialisation({"models": [], "initialisation": init})
+    found = vision.gradient_at_initialisation(VisionResults.from_json({"models": [], "initialisation": init}))
     assert found.holds and "1.6e+03" in found.text
     init = {"plain-44": {"gradient_gain": 0.9}, "residual-44": {"gradient_gain": 31.5}}
-    found = vision.gradient_at_initialisation({"models": [], "initialisation": init})
+    found = vision.gradient_at_initialisation(VisionResults.from_json({"models": [], "initialisation": init}))
     assert not found.holds and "does not explain" in found.text
 
 
@@ -86,14 +88,14 @@ def test_short_paths_from_the_gradient_share():
 
 
 def _language(losses, extra=None):
-    """results.json-like dict from {(variant, depth, warmup): final validation loss or 'diverged'}."""
+    """Language results from {(variant, depth, warmup): final validation loss or 'diverged'}."""
     models, extra = [], extra or {}
     for (variant, depth, warmup), loss in losses.items():
         entry = {"id": f"{variant}-{depth}-warmup{warmup}", "variant": variant, "depth": depth, "warmup": warmup,
                  "diverged": loss == "diverged", "val_loss": None if loss == "diverged" else loss}
         entry.update(extra.get((variant, depth, warmup), {}))
         models.append(entry)
-    return {"models": models, "unigram_loss": 3.3}
+    return LanguageResults.from_json({"models": models, "unigram_loss": 3.3})
 
 
 def test_post_ln_needs_warmup_by_a_tenth_of_a_nat_or_divergence():
@@ -118,9 +120,9 @@ def test_plain_fails_needs_half_a_nat():
 
 def test_xiong_shape_and_sizes():
     grow = {"post-6": {"block_weight_grad_norms": [1.0, 1.5, 2.5]}, "pre-6": {"block_weight_grad_norms": [1.0, 1.0, 0.9]}}
-    assert language.xiong_gradients({"models": [], "initialisation": grow}).holds
+    assert language.xiong_gradients(LanguageResults.from_json({"models": [], "initialisation": grow})).holds
     level = {"post-6": {"block_weight_grad_norms": [2.3, 2.0, 1.8]}, "pre-6": {"block_weight_grad_norms": [1.2, 1.0, 0.8]}}
-    found = language.xiong_gradients({"models": [], "initialisation": level})
+    found = language.xiong_gradients(LanguageResults.from_json({"models": [], "initialisation": level}))
     assert not found.holds and "Post-LN's gradients are the larger ones" in found.text
 
 
@@ -148,7 +150,7 @@ def test_scientific_formatting_keeps_tiny_and_huge_numbers_readable():
 
 def test_diverged_models_are_named_with_when():
     results = _language({("post", 4, 0): "diverged", ("pre", 4, 0): 1.88})
-    results["models"][0]["diverged_at"] = "step 500"
+    results.models[0].diverged_at = "step 500"
     found = language.language_findings(results, ("pre", "post"))[0]
     assert found.title == "Diverged" and "post-4-warmup0 (step 500)" in found.text
     vision_results = _vision({("fixup", 44): None}, extra={("fixup", 44): {"diverged": True, "diverged_epoch": 2,
@@ -195,7 +197,7 @@ def _nonorm(errors, diverged=()):
     models = [{"id": f"{v}-56", "variant": v, "depth": 56, "num_classes": 10, "train_error": e,
                "diverged": v in diverged, "diverged_epoch": 0 if v in diverged else None}
               for v, e in errors.items()]
-    return {"models": models}
+    return VisionResults.from_json({"models": models})
 
 
 def test_without_normalisation_needs_the_he_stacks_to_fail_and_the_zero_branch_nets_to_train():
@@ -218,21 +220,23 @@ def _dynamics(first_ratio, first_rank, last_ratio, last_rank):
 
 
 def test_branches_grow_from_zero_only_for_identity_initialised_nets_that_leave_it():
-    results = {"models": [
-        {"id": "fixup-56", "dynamics": _dynamics(0.0, 0, 0.11, 32)},
-        {"id": "residual-56", "dynamics": _dynamics(1.29, 31, 0.38, 32)},
-    ]}
+    results = VisionResults.from_json({"models": [
+        {"id": "fixup-56", "variant": "fixup", "depth": 56, "dynamics": _dynamics(0.0, 0, 0.11, 32)},
+        {"id": "residual-56", "variant": "residual", "depth": 56, "dynamics": _dynamics(1.29, 31, 0.38, 32)},
+    ]})
     found = vision.branches_grow_from_zero(results)
     assert found.holds and "fixup-56 branch ratio 0 -> 0.11, rank of x_L - x_0 0 -> 32" in found.text
     assert "residual-56 starts at branch ratio 1.29, rank 31" in found.text
-    stuck = {"models": [{"id": "fixup-56", "dynamics": _dynamics(0.0, 0, 0.0, 0)}]}
+    stuck = VisionResults.from_json(
+        {"models": [{"id": "fixup-56", "variant": "fixup", "depth": 56, "dynamics": _dynamics(0.0, 0, 0.0, 0)}]})
     assert not vision.branches_grow_from_zero(stuck).holds
-    assert vision.branches_grow_from_zero({"models": results["models"][1:]}) is None
+    assert vision.branches_grow_from_zero(VisionResults(models=results.models[1:])) is None
 
 
 def test_short_paths_of_a_dead_network_is_a_measurement_not_a_crash():
     """A net through which no gradient passes (every path 0) has no path lengths to report."""
-    dead = {"models": [{"id": "preact-zero-nonorm-56", "variant": "preact-zero-nonorm", "depth": 56,
-                        "ensemble": {"paths": {"lengths": list(range(28)), "gradient_share": [0.0] * 28}}}]}
+    dead = VisionResults.from_json({"models": [{"id": "preact-zero-nonorm-56", "variant": "preact-zero-nonorm",
+                                                "depth": 56, "ensemble": {"paths": {"lengths": list(range(28)),
+                                                                                   "gradient_share": [0.0] * 28}}}]})
     found = vision.short_paths(dead, "preact-zero-nonorm")
     assert found.holds is None and "a dead network" in found.text

@@ -5,7 +5,8 @@
   scripts and solutions use each other's public names only.
 - tracks/common names no track and no track's data set: a track tells it
   everything through its `Track` (tracks/common/track.py).
-- Each track's `__main__.py` is a few lines: the track lives in its track.py.
+- Each track's `__main__.py` is a few lines: the track lives in its track.py,
+  and its track.py is its parts (no forwarders), listed in tracks/registry.py.
 """
 
 import ast
@@ -99,3 +100,34 @@ def test_each_track_main_is_a_few_lines(track):
     lines = (ROOT / "tracks" / track / "__main__.py").read_text().splitlines()
     assert len(lines) <= 14, f"tracks/{track}/__main__.py has {len(lines)} lines: the track belongs in track.py"
     assert f"from tracks.{track}.track import TRACK" in lines
+
+
+def test_the_registry_lists_every_track_folder_and_nothing_else():
+    from tracks.registry import TRACKS as REGISTERED
+
+    assert sorted(REGISTERED) == TRACKS
+    assert all(module == f"tracks.{name}.track" for name, module in REGISTERED.items())
+
+
+@pytest.mark.parametrize("track", TRACKS)
+def test_a_track_py_holds_its_parts_and_at_most_three_forwarders(track):
+    """A track.py builds its `Track` from its modules' functions; it defines (almost) none itself."""
+    tree = ast.parse((ROOT / "tracks" / track / "track.py").read_text())
+    functions = [node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    lambdas = sum(isinstance(node, ast.Lambda) for node in ast.walk(tree))
+    classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    assert len(functions) + lambdas <= 3 and not classes, (functions, lambdas, classes)
+
+
+@pytest.mark.parametrize("track", TRACKS)
+def test_every_part_of_a_track_names_a_function_that_exists(track):
+    import importlib
+
+    from tracks.common.track import Part
+
+    declared = importlib.import_module(f"tracks.{track}.track").TRACK
+    parts = {name: value for name, value in vars(declared).items() if isinstance(value, Part)}
+    assert {"load_data", "grid", "train_one", "report", "findings"} <= set(parts)
+    for name, value in parts.items():
+        module, _, function = value.target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function, None)), f"{track}.{name}: {value}"

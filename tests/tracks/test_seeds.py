@@ -9,6 +9,7 @@ import pytest
 from track_helpers import assert_refused_in_one_line, run_cli
 from tracks.common.findings import Finding
 from tracks.common.seeds import aggregate_models, combine_findings, combined_finding_lines, mean_curve
+from tracks.vision.results import VisionResults
 from tracks.language.__main__ import main as language_main
 from tracks.vision.__main__ import main as vision_main
 
@@ -47,10 +48,10 @@ def test_divergence_margins_and_measurements_and_missing_seeds():
 
 
 def test_aggregate_gives_the_mean_the_sample_std_and_each_seed():
-    per_seed = [(seed, {"models": [
+    per_seed = [(seed, VisionResults.from_json({"models": [
         {"id": "plain-8", "variant": "plain", "depth": 8, "train_error": error, "test_error": None},
         {"id": "residual-8", "variant": "residual", "depth": 8, "diverged": seed == 1, "train_error": None},
-    ]}) for seed, error in [(0, 0.30), (1, 0.34), (2, 0.41)]]
+    ]})) for seed, error in [(0, 0.30), (1, 0.34), (2, 0.41)]]
     plain, residual = aggregate_models(per_seed, ("train_error", "test_error"))
     assert plain["train_error"] == pytest.approx(np.mean([0.30, 0.34, 0.41]))
     assert plain["train_error_std"] == pytest.approx(np.std([0.30, 0.34, 0.41], ddof=1))

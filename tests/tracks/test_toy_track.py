@@ -8,6 +8,7 @@ import pytest
 
 from tracks.common.track import RunContext
 from tracks.toy import data, experiment, findings
+from tracks.toy.results import ToyResults
 from tracks.toy.__main__ import main
 
 
@@ -27,8 +28,8 @@ def test_the_spirals_are_two_balanced_interleaved_classes_drawn_from_the_seed():
 
 
 def _results(losses):
-    return {"models": [{"id": f"{variant}-{depth}", "variant": variant, "depth": depth, "train_loss": loss}
-                       for (variant, depth), loss in losses.items()]}
+    return ToyResults.from_json({"models": [{"id": f"{variant}-{depth}", "variant": variant, "depth": depth,
+                                             "train_loss": loss} for (variant, depth), loss in losses.items()]})
 
 
 def test_findings_say_whether_the_deep_plain_net_degraded_and_the_residual_one_did_not():
@@ -45,7 +46,7 @@ def _taken_apart(residual, plain):
     """Results of 20-layer twins with the studies' numbers the findings read (accuracies, path shares...)."""
     def entry(variant, study):
         return {"id": f"{variant}-20", "variant": variant, "depth": 20, "train_loss": 0.1, **study}
-    return {"models": [entry("residual", residual), entry("plain", plain)]}
+    return ToyResults.from_json({"models": [entry("residual", residual), entry("plain", plain)]})
 
 
 def _study(intact, lesioned, deletion, error, nonconvex, curvature):
@@ -117,7 +118,7 @@ def test_a_bad_depth_is_refused_in_one_line(tmp_path, capsys):
 def test_the_default_run_shows_degradation_and_its_boundaries(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "run")]) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    found = {finding.title: finding.holds for finding in findings.toy_findings(results) if finding is not None}
+    found = {finding.title: finding.holds for finding in findings.toy_findings(ToyResults.from_json(results)) if finding is not None}
     assert found["Degradation"] and found["Residual nets train at depth"] and found["The residual stream is a sum"]
     assert len(results["models"][0]["boundary"]) == 41
     summary = (tmp_path / "run" / "summary.md").read_text()

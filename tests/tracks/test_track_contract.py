@@ -112,7 +112,7 @@ def test_a_run_has_an_entry_per_model_a_summary_resumes_finished_and_compares(na
     # compare sets the run beside a reference (itself: nothing differs).
     code, out, err = _run(track, ["compare", run_dir, run_dir])
     assert code == 0, err
-    assert f"0 of {sum(1 for finding in track.findings(results) if finding and finding.holds is not None)} " \
+    assert f"0 of {sum(1 for finding in track.findings(track.results.from_json(results)) if finding and finding.holds is not None)} " \
            "findings differ from the reference" in out
 
 

@@ -1,6 +1,7 @@
 """Issue 41's rate: on how many seeds each identity-initialised net trained without normalisation."""
 
 from tracks.vision.findings import training_rate_sentence, training_rates
+from tracks.vision.results import VisionResults
 
 
 def _model(variant, error, diverged=False, depth=56):
@@ -9,8 +10,9 @@ def _model(variant, error, diverged=False, depth=56):
 
 
 def _seed(plain, fixup, preact, plain_diverged=False, fixup_diverged=False):
-    return {"models": [_model("plain-nonorm", plain, plain_diverged), _model("fixup", fixup, fixup_diverged),
-                       _model("preact-zero-nonorm", preact), _model("residual", 0.2)]}
+    return VisionResults.from_json({"models": [
+        _model("plain-nonorm", plain, plain_diverged), _model("fixup", fixup, fixup_diverged),
+        _model("preact-zero-nonorm", preact), _model("residual", 0.2)]})
 
 
 def test_a_net_trained_when_at_least_15_points_below_the_plain_net_and_not_diverged():
@@ -32,5 +34,5 @@ def test_a_net_trained_when_at_least_15_points_below_the_plain_net_and_not_diver
 
 
 def test_without_the_plain_bar_no_rate_is_claimed():
-    per_seed = [(0, {"models": [_model("fixup", 0.3), _model("residual", 0.2)]})]
+    per_seed = [(0, VisionResults.from_json({"models": [_model("fixup", 0.3), _model("residual", 0.2)]}))]
     assert training_rates(per_seed) == {} and training_rate_sentence(per_seed) == ""

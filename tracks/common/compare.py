@@ -34,6 +34,7 @@ from tracks.common.console import fail, log
 from tracks.common.options import OneLineParser
 from tracks.common.process import configure_process, read_environment
 from tracks.common.report import format_value, text_table
+from tracks.common.results import ResultsFormatError, RunResults
 from tracks.common.run_dir import RunFileError, read_json
 
 UNITS = {"percent": "percent", "nats": "float", "ratio": "ratio", "fraction": "percent"}
@@ -68,17 +69,35 @@ def _band_text(band, unit):
     return f"{low:.2f}-{high:.2f}" if unit == "nats" else f"{low:.3g}-{high:.3g}"
 
 
-def load_run(path, what):
-    """(results, config) of a run directory; RunFileError (one line) when it is not one."""
+def load_run(path, what, track_name=None):
+    """(results.json, config.json) of a run directory, as dicts (`typed` reads the first).
+
+    Raises:
+        RunFileError: one line, when it is not a run directory, or (with
+            `track_name`) a run of another track.
+    """
     path = pathlib.Path(path)
     if not (path / "results.json").is_file():
         raise RunFileError(f"{what} {path}: no results.json there, not a run directory")
     results = read_json(path / "results.json", "pass a finished run's directory")
     config = read_json(path / "config.json", "pass a finished run's directory") if (
         path / "config.json").is_file() else {}
-    if not isinstance(results, dict) or not isinstance(results.get("models"), list):
-        raise RunFileError(f"{path / 'results.json'} does not describe a run (no list of models)")
+    recorded = results.get("track") if isinstance(results, dict) else None
+    if track_name is not None and run_kind_of(recorded, track_name) is None:
+        raise RunFileError(f"{what} {path} is a {recorded!r} run, not a {track_name!r} run: compare runs of "
+                           "this track")
+    if not isinstance(results, dict):
+        raise RunFileError(f"{path / 'results.json'} does not describe a run (a JSON {type(results).__name__})")
     return results, config
+
+
+def typed(results, path, results_type=RunResults):
+    """`results` (a results.json's dict, from `path`) as a `results_type`; RunFileError (one line) if it is not one."""
+    try:
+        return results_type.from_json(results)
+    except ResultsFormatError as error:
+        raise RunFileError(f"{pathlib.Path(path) / 'results.json'} does not describe a run this package "
+                           f"reads: {error}") from None
 
 
 def load_bands(reference):
@@ -118,7 +137,7 @@ def initialisation_figures(results):
     power iteration did not converge) and the stream's growth RMS(x_L) / RMS(x_0).
     """
     figures = {}
-    for model_id, values in (results.get("initialisation") or {}).items():
+    for model_id, values in (results.initialisation or {}).items():
         figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
         converged = values.get("jacobian_converged", True)
         figures[f"{model_id} ‖dx_L/dx_0‖ at initialisation"] = (
@@ -127,9 +146,8 @@ def initialisation_figures(results):
     return figures
 
 
-def run_kind(results, track_name):
-    """"training" or "diagnose" for a run of the track `track_name`; None for another track's run."""
-    recorded = results.get("track")
+def run_kind_of(recorded, track_name):
+    """"training" or "diagnose" for a results.json whose track is `recorded`; None for another track's run."""
     if recorded in (None, track_name):
         return "training"
     if recorded == f"{track_name}-diagnose":
@@ -142,7 +160,7 @@ def _fingerprint(results, config):
     fingerprint = config.get("data_fingerprint")
     if isinstance(fingerprint, dict):
         return fingerprint
-    return {"source": results.get("dataset")} if results.get("dataset") is not None else {}
+    return {"source": results.dataset} if results.dataset is not None else {}
 
 
 # A fingerprint's fields as a student reads them (the others are shown with their own names).
@@ -207,8 +225,8 @@ def data_differences(reference, run, title_of=str):
 
 
 def _describe(results, config, title_of):
-    dataset = results.get("dataset_title") or (title_of(results["dataset"]) if results.get("dataset") else "?")
-    return (f"{results.get('track', '?')}, {config.get('preset', '?')} preset, data "
+    dataset = results.dataset_title or (title_of(results.dataset) if results.dataset else "?")
+    return (f"{results.track or '?'}, {config.get('preset', '?')} preset, data "
             f"{dataset}, seed {config.get('seed', '?')}")
 
 
@@ -222,17 +240,14 @@ def compare_command(track, argv):
     parser.add_argument("reference", help=f"the reference run, e.g. docs/reference/{track.name}-...")
     args = parser.parse_args(argv)
     try:
-        run, run_config = load_run(args.run, "RUN")
-        reference, reference_config = load_run(args.reference, "REFERENCE")
+        run, run_config = load_run(args.run, "RUN", track.name)
+        reference, reference_config = load_run(args.reference, "REFERENCE", track.name)
         bands, rule = load_bands(args.reference)
+        run, reference = typed(run, args.run, track.results), typed(reference, args.reference, track.results)
     except RunFileError as error:
         return fail(str(error))
-    kinds = {}
-    for name, results in (("RUN", run), ("REFERENCE", reference)):
-        kinds[name] = run_kind(results, track.name)
-        if kinds[name] is None:
-            return fail(f"{name} {getattr(args, name.lower())} is a {results.get('track')!r} run, not a "
-                        f"{track.name!r} run: compare runs of this track")
+    kinds = {name: run_kind_of(results.track, track.name)
+             for name, results in (("RUN", run), ("REFERENCE", reference))}
     if kinds["RUN"] != kinds["REFERENCE"]:
         return fail(f"RUN {args.run} is {KIND_TEXT[kinds['RUN']]} and REFERENCE {args.reference} "
                     f"{KIND_TEXT[kinds['REFERENCE']]}: compare a diagnose run with a diagnose reference "
@@ -276,10 +291,10 @@ def compare_command(track, argv):
 
 def _nothing_to_compare(results, kind):
     """Why a run has no figures to compare (a run that stopped before its first model finished), or None."""
-    if kind == "training" and not results.get("models"):
+    if kind == "training" and not results.models:
         return ("has no finished model (its results.json lists none: it stopped before the first one "
                 "finished; continue it with --resume)")
-    if kind == "diagnose" and not results.get("initialisation"):
+    if kind == "diagnose" and not results.initialisation:
         return "has no measurements at initialisation (its results.json records none: it did not finish)"
     return None
 
@@ -309,4 +324,4 @@ def write_bands(path, bands, rule, sources):
 
 
 __all__ = ["compare_command", "comparison_rows", "data_differences", "initialisation_figures", "load_bands",
-           "load_run", "run_kind", "write_bands"]
+           "load_run", "run_kind_of", "typed", "write_bands"]

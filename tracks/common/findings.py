@@ -1,8 +1,8 @@
 """Sentences about a run's results, computed from its numbers.
 
 A run's summary.md states what the run shows only through findings: small
-functions that take the run's results (the results.json dict), test one
-claim against a stated threshold, and write one sentence that gives the
+functions that take the run's results (a `RunResults`,
+tracks/common/results.py), test one claim against a stated threshold, and write one sentence that gives the
 numbers and says whether the claim held. Nothing in a summary is a static
 claim about results: if the numbers do not show something, the sentence says
 so. Each track has its finding functions (tracks/<track>/findings.py); this
@@ -39,22 +39,17 @@ def finding_lines(findings):
     return lines or ["- (no finding applies: the run has no comparable models)"]
 
 
-def variants_of(results):
-    """The variants a run trained, in its grid's order (the order of their first models)."""
-    return tuple(dict.fromkeys(entry["variant"] for entry in results.get("models", [])))
-
-
 def entries_by(results, key, *, variant=None, warmup=None):
     """{depth: value of `key`} of the finished entries (optionally one variant / warm-up)."""
     found = {}
-    for entry in results.get("models", []):
-        if variant is not None and entry.get("variant") != variant:
+    for entry in results.models:
+        if variant is not None and entry.variant != variant:
             continue
-        if warmup is not None and entry.get("warmup") != warmup:
+        if warmup is not None and entry.warmup != warmup:
             continue
-        value = entry.get(key)
+        value = getattr(entry, key)
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
-            found[entry["depth"]] = value
+            found[entry.depth] = value
     return found
 
 
@@ -73,10 +68,10 @@ def scientific(value):
 
 def diverged_models(results):
     """A measurement-only finding listing the models whose loss stopped being finite, and where."""
-    diverged = [m for m in results.get("models", []) if m.get("diverged")]
+    diverged = [m for m in results.models if m.diverged]
     if not diverged:
         return None
-    listed = ", ".join(f"{m['id']} ({m['diverged_at']})" if m.get("diverged_at") else m["id"] for m in diverged)
+    listed = ", ".join(f"{m.id} ({m.diverged_at})" if m.diverged_at else m.id for m in diverged)
     return Finding("Diverged", None, f"the loss of {listed} became NaN or infinite; "
                    "these models have no final error and are left out of the other findings.")
 

@@ -166,10 +166,10 @@ def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle
     `label_of(entry)`: a model's label in the plot (default: a `plots.Label`
     of its id, variant and depth).
     """
-    label_of = label_of or (lambda entry: plots.Label(entry["id"], entry.get("variant"), entry.get("depth")))
+    label_of = label_of or (lambda entry: plots.Label(entry.id, entry.variant, entry.depth))
     rows, labels = [], []
-    for entry in results["models"]:
-        found = diagnostics.TrainingDynamics.read_csv(directory / "dynamics" / f"{entry['id']}.csv")
+    for entry in results.models:
+        found = diagnostics.TrainingDynamics.read_csv(directory / "dynamics" / f"{entry.id}.csv")
         if found:
             rows.append(found)
             labels.append(label_of(entry))
@@ -214,8 +214,8 @@ def dynamics_summary(rows):
 
 def dynamics_cost_line(results):
     """One sentence: what recording the dynamics cost, as a share of the training time."""
-    spent = sum(m.get("dynamics_seconds") or 0.0 for m in results["models"])
-    fitting = sum(m.get("fit_seconds") or 0.0 for m in results["models"])
+    spent = sum(m.dynamics_seconds or 0.0 for m in results.models)
+    fitting = sum(m.fit_seconds or 0.0 for m in results.models)
     if not fitting or not spent:
         return ""
     return (f"Recording the training dynamics took {spent:.0f} s of {fitting:.0f} s of training "

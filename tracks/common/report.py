@@ -27,7 +27,7 @@ def id_order(model_id):
 def deepest_with(config, results, key):
     """(depth, entries): the deepest grid depth's results entries that carry `key`."""
     depth = max(config.depths)
-    return depth, [m for m in results["models"] if m["depth"] == depth and m.get(key)]
+    return depth, [m for m in results.models if m.depth == depth and getattr(m, key, None)]
 
 
 def markdown_table(headers, rows):

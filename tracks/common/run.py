@@ -93,7 +93,7 @@ def train_one_run(track, ctx):
     if "initialisation" not in run.read_results():
         run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))
     results = run_grid(run, specs, lambda spec: track.train_one(spec, ctx), log=ctx.log,
-                       cost=lambda spec: spec.cost, seed=config.seed)
+                       cost=lambda spec: spec.cost, seed=config.seed, results=track.results)
     ctx.log(track.report(results, ctx))
 
 

@@ -93,23 +93,23 @@ def aggregate_models(per_seed, metrics, keys=("variant", "depth")):
     """One results entry per model id found in any seed: `metrics` as mean, `_std` and `_per_seed`.
 
     Args:
-        per_seed: [(seed, results dict)].
+        per_seed: [(seed, RunResults)].
         metrics: the final numbers to aggregate ("train_error", ...).
         keys: fields copied from the first seed's entry (they do not change with the seed).
     """
     order, entries = [], {}
     for seed, results in per_seed:
-        for entry in results.get("models", []):
-            if entry["id"] not in entries:
-                order.append(entry["id"])
-                entries[entry["id"]] = {"id": entry["id"], **{key: entry.get(key) for key in keys},
-                                        "params": entry.get("params"), "seeds": [], "diverged_seeds": []}
-            combined = entries[entry["id"]]
+        for entry in results.models:
+            if entry.id not in entries:
+                order.append(entry.id)
+                entries[entry.id] = {"id": entry.id, **{key: getattr(entry, key) for key in keys},
+                                     "params": entry.params, "seeds": [], "diverged_seeds": []}
+            combined = entries[entry.id]
             combined["seeds"].append(seed)
-            if entry.get("diverged"):
+            if entry.diverged:
                 combined["diverged_seeds"].append(seed)
             for metric in metrics:
-                combined.setdefault(f"{metric}_per_seed", []).append(entry.get(metric))
+                combined.setdefault(f"{metric}_per_seed", []).append(getattr(entry, metric))
     for combined in entries.values():
         combined["diverged"] = bool(combined["diverged_seeds"])
         for metric in metrics:
@@ -216,19 +216,20 @@ def spread_cell(mean, std, kind_format):
 
 
 def write_seeds_results(run, track, config, per_seed, metrics, keys, extra=None):
-    """The top-level results.json of a seeds run; returns it."""
+    """The top-level results.json of a seeds run; returns it (a `RunResults` of `SeedSpread`s)."""
     first = per_seed[0][1]
+    recorded = first.to_json()
     results = {
         "track": track, "preset": config.preset, "seeds": list(config.seeds),
-        "dataset": first.get("dataset"), "dataset_title": first.get("dataset_title"), "banner": first.get("banner"),
-        **{key: first.get(key) for key in ("device", "precision", "xla", "strategy", "train_images")
-           if key in first},
+        "dataset": first.dataset, "dataset_title": first.dataset_title, "banner": first.banner,
+        **{key: recorded[key] for key in ("device", "precision", "xla", "strategy", "train_images")
+           if key in recorded},
         "seed_runs": {str(seed): f"seed-{seed}" for seed, _ in per_seed},
         "models": aggregate_models(per_seed, metrics, keys),
         **(extra or {}),
     }
     write_json(run.results_path, results)
-    return results
+    return type(first).from_json(results)
 
 
 def write_seeds_summary(run, *, title, banner, description, table, combined, figures, seeds, number=None):

@@ -21,6 +21,7 @@ import pathlib
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from tracks.common.console import log
+from tracks.common.results import RunResults
 
 
 class GridModel(NamedTuple):
@@ -145,13 +146,14 @@ class Track:
     training time)):
         build_model(spec, ctx): the uncompiled Keras model of one grid point.
         instrument_batch(ctx): (x, y), the fixed batch the instruments read.
-        train_one(spec, ctx): trains one grid point; its `ModelResult`.
+        train_one(spec, ctx): trains one grid point; its `ModelResult` (of `results.MODEL_TYPE`).
         resources(config, data=None, accelerator=False): the run's
             `limits.Estimate` (memory, time) from its config alone, refined by
             the data once loaded; None: never refused, no estimate printed.
         run_fields(ctx): run-level fields of results.json besides the common ones.
 
-    The report:
+    The report (`results`: the track's `RunResults` subclass, which reads its
+    results.json; every part below gets one):
         subtitle(ctx): the line under every figure's title that says which run it is.
         report(results, ctx): figures and summary.md of a finished run; returns
             the lines the run ends with in the terminal.
@@ -176,6 +178,7 @@ class Track:
     seeds_report: Callable
     figures: Callable
     findings: Callable
+    results: type = RunResults
     parse_source: Callable = same_source
     check: Callable = no_check
     sample_limits: Callable = no_sample_limits

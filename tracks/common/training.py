@@ -51,6 +51,7 @@ import numpy as np
 
 from residual_keras.diagnostics import TrainingDynamics
 
+from tracks.common.results import RunResults
 from tracks.common.run_dir import RunFileError
 from tracks.common.tensorboard import epoch_summaries
 
@@ -326,19 +327,18 @@ def throughput(history, samples_per_epoch):
 
 def describe_outcome(entry):
     """'done', or 'diverged at <where>' from the entry's `diverged_at` ("epoch 3", "step 500")."""
-    if not entry.get("diverged"):
+    if not entry.diverged:
         return "done"
-    return f"diverged at {entry['diverged_at']}" if entry.get("diverged_at") else "diverged"
+    return f"diverged at {entry.diverged_at}" if entry.diverged_at else "diverged"
 
 
-def run_grid(run, specs, train_one, log=print, cost=None, seed=None):
-    """Trains every spec not already finished in `run`; returns all results.
+def run_grid(run, specs, train_one, log=print, cost=None, seed=None, results=RunResults):
+    """Trains every spec not already finished in `run`; returns all results (a `results`).
 
     Args:
         run: the `RunDirectory`.
         specs: objects with an `id` attribute, in training order.
-        train_one: callable(spec) -> dict, the model's results entry
-            (must include "id").
+        train_one: callable(spec) -> the model's `ModelResult`.
         log: where progress lines go.
         cost: optional callable(spec) -> relative training cost (e.g. the
             depth), so that the time left is estimated from the models done.
@@ -366,7 +366,7 @@ def run_grid(run, specs, train_one, log=print, cost=None, seed=None):
         if seed is not None:
             keras.utils.set_random_seed(seed)
         entry = train_one(spec)
-        run.record_model(entry)
+        run.record_model(entry.to_json())
         run.discard_backup(spec.id)  # only now: the result is safe in results.json
-        log(f"=== model {index}/{len(specs)}: {spec.id} {describe_outcome(entry)} in {entry['seconds']:.0f} s")
-    return run.read_results()
+        log(f"=== model {index}/{len(specs)}: {spec.id} {describe_outcome(entry)} in {entry.seconds:.0f} s")
+    return results.from_json(run.read_results())

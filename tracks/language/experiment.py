@@ -14,6 +14,7 @@ from residual_keras import count_trainable_params, diagnostics, generate, transf
 from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
+from tracks.language.results import LanguageModel, LanguageResults
 
 # transformer_lm arguments of each variant (see presets.VARIANTS).
 VARIANT_KWARGS = {
@@ -154,7 +155,7 @@ def bits_per_char(loss):
 
 
 def train_one(spec, ctx):
-    """Trains one grid point and returns its results.json entry (with its sample)."""
+    """Trains one grid point; its `LanguageModel` (with its sample)."""
     from tracks.language.pipeline import make_lm_datasets, training_windows
 
     config, data, runtime, run, log = ctx.config, ctx.data, ctx.runtime, ctx.run, ctx.log
@@ -183,32 +184,30 @@ def train_one(spec, ctx):
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]
     tokens_per_step = config.batch_size * config.sequence_length
-    entry = {
-        "id": spec.id, "variant": spec.variant, "depth": spec.depth, "warmup": spec.warmup,
-        "params": params, "steps_trained": len(history) * config.eval_interval,
-        "diverged": diverged is not None,
-        "diverged_step": None if diverged is None else (diverged + 1) * config.eval_interval,
-        "diverged_at": None if diverged is None else f"step {(diverged + 1) * config.eval_interval}",
-        "train_loss": None, "val_loss": None, "train_bpc": None, "val_bpc": None,
-        "xla": xla_step_ran(model) if runtime.xla else False,
-        "tokens_per_second": throughput(history, config.eval_interval * tokens_per_step),
-        "dynamics_seconds": dynamics.seconds,
-        "dynamics": dynamics_summary(dynamics.read_csv(dynamics.path)),
-        "fit_seconds": outcome["seconds"],
-        "sample": None,
-    }
+    result = LanguageModel(
+        id=spec.id, variant=spec.variant, depth=spec.depth, warmup=spec.warmup, params=params,
+        steps_trained=len(history) * config.eval_interval,
+        diverged=diverged is not None,
+        diverged_step=None if diverged is None else (diverged + 1) * config.eval_interval,
+        diverged_at=None if diverged is None else f"step {(diverged + 1) * config.eval_interval}",
+        xla=xla_step_ran(model) if runtime.xla else False,
+        tokens_per_second=throughput(history, config.eval_interval * tokens_per_step),
+        dynamics_seconds=dynamics.seconds,
+        dynamics=dynamics_summary(dynamics.read_csv(dynamics.path)),
+        fit_seconds=outcome["seconds"],
+    )
     if diverged is None and history:
-        entry["train_loss"] = history[-1]["loss"]
-        entry["val_loss"] = float(model.evaluate(val_ds, verbose=0))
-        entry["train_bpc"] = bits_per_char(entry["train_loss"])
-        entry["val_bpc"] = bits_per_char(entry["val_loss"])
+        result.train_loss = history[-1]["loss"]
+        result.val_loss = float(model.evaluate(val_ds, verbose=0))
+        result.train_bpc = bits_per_char(result.train_loss)
+        result.val_bpc = bits_per_char(result.val_loss)
         prompt = data.vocab.encode(config.prompt)
         ids = generate(model, prompt, config.sample_chars, temperature=0.8, top_k=None, seed=config.seed)
-        entry["sample"] = data.vocab.decode(ids[len(prompt):])
-        entry.update(trained_instruments(model, ctx))
-        best = run.read_results().get("best_model")
-        if best is None or entry["val_loss"] < best["val_loss"]:
+        result.sample = data.vocab.decode(ids[len(prompt):])
+        result = dataclasses.replace(result, **trained_instruments(model, ctx))  # a study without a field: TypeError
+        best = LanguageResults.from_json(run.read_results()).best_model
+        if best is None or result.val_loss < best["val_loss"]:
             run.save_model(model, "best_model.keras")
-            run.update_results(best_model={"id": spec.id, "val_loss": entry["val_loss"]})
-    entry["seconds"] = time.perf_counter() - start
-    return entry
+            run.update_results(best_model={"id": spec.id, "val_loss": result.val_loss})
+    result.seconds = time.perf_counter() - start
+    return result

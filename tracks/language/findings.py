@@ -15,7 +15,7 @@ Thresholds, stated once (losses in nats per character):
 
 import numpy as np
 
-from tracks.common.findings import Finding, depth_scaling, diverged_models, variants_of, scientific
+from tracks.common.findings import Finding, depth_scaling, diverged_models, scientific
 
 PLAIN_FAILS = 0.5
 NEEDS_WARMUP = 0.1
@@ -29,17 +29,17 @@ def _layers(depth):
 
 
 def _entries(results, **match):
-    return [m for m in results.get("models", []) if all(m.get(key) == value for key, value in match.items())]
+    return [m for m in results.models if all(getattr(m, key) == value for key, value in match.items())]
 
 
 def _final(entry):
     """The final validation loss, or inf for a diverged model."""
-    return float("inf") if entry.get("diverged") else entry.get("val_loss")
+    return float("inf") if entry.diverged else entry.val_loss
 
 
 def plain_fails(results):
     """Without the residual additions the deep stack does not train; Pre-LN does."""
-    deepest = max((m["depth"] for m in _entries(results, variant="plain")), default=None)
+    deepest = max((m.depth for m in _entries(results, variant="plain")), default=None)
     if deepest is None:
         return None
     plains = [_final(m) for m in _entries(results, variant="plain", depth=deepest)]
@@ -48,7 +48,7 @@ def plain_fails(results):
         return None
     plain, pre = min(plains), min(pres)
     holds = plain - pre >= PLAIN_FAILS
-    unigram = results.get("unigram_loss")
+    unigram = results.unigram_loss
     stuck = (f" (predicting character frequencies alone gives {unigram:.3f})" if unigram is not None else "")
     return Finding(
         f"The plain twin at {deepest} layers", holds,
@@ -62,8 +62,8 @@ def plain_fails(results):
 def warmup_effect(results, variant):
     """How much warm-up changes one variant's final loss, at each depth that has both runs."""
     sentences, verdicts, gaps = [], [], []
-    for depth in sorted({m["depth"] for m in _entries(results, variant=variant)}):
-        runs = {m["warmup"]: _final(m) for m in _entries(results, variant=variant, depth=depth)}
+    for depth in sorted({m.depth for m in _entries(results, variant=variant)}):
+        runs = {m.warmup: _final(m) for m in _entries(results, variant=variant, depth=depth)}
         if 0 not in runs or len(runs) < 2 or None in runs.values():
             continue
         warm = max(runs)
@@ -116,7 +116,7 @@ def trains_without_warmup(results, variant="pre"):
 
 def xiong_gradients(results):
     """At initialisation: per-block weight gradients, last block over first, Post-LN vs Pre-LN."""
-    init = results.get("initialisation", {})
+    init = results.initialisation or {}
     ratios, levels = {}, {}
     for label, values in init.items():
         variant, _, depth = label.rpartition("-")
@@ -145,13 +145,13 @@ def xiong_gradients(results):
 
 def stream_is_a_sum(results, variant="pre"):
     """Elhage et al.: the Pre-LN stream is the embedding plus every sublayer's output."""
-    entries = [m for m in _entries(results, variant=variant) if m.get("decomposition")]
+    entries = [m for m in _entries(results, variant=variant) if m.decomposition]
     if not entries:
         return None
-    worst = max(m["decomposition"]["relative_error"] for m in entries)
+    worst = max(m.decomposition["relative_error"] for m in entries)
     holds = worst <= SUM_TOLERANCE
-    others = {m["variant"]: m["decomposition"]["relative_error"] for m in results.get("models", [])
-              if m.get("decomposition") and m["variant"] != variant}
+    others = {m.variant: m.decomposition["relative_error"] for m in results.models
+              if m.decomposition and m.variant != variant}
     contrast = "".join(f"; {name}: {scientific(error)}" for name, error in sorted(others.items()))
     return Finding(
         "The residual stream is a sum", holds,
@@ -164,25 +164,25 @@ def stream_is_a_sum(results, variant="pre"):
 
 def _deepest_longest(results, key):
     """Entries with `key` at the deepest depth, trained with the longest warm-up, plain twins left out."""
-    entries = [m for m in results.get("models", []) if m.get(key) and m.get("variant") != "plain"]
+    entries = [m for m in results.models if getattr(m, key) and m.variant != "plain"]
     if not entries:
         return []
-    depth = max(m["depth"] for m in entries)
-    warmup = max(m.get("warmup", 0) for m in entries if m["depth"] == depth)
-    return [m for m in entries if m["depth"] == depth and m.get("warmup", 0) == warmup]
+    depth = max(m.depth for m in entries)
+    warmup = max(m.warmup or 0 for m in entries if m.depth == depth)
+    return [m for m in entries if m.depth == depth and (m.warmup or 0) == warmup]
 
 
 def logit_lens_depth(results):
     """Where the prediction forms: the depth by which half of the lens's loss drop has happened."""
     sentences = []
     for entry in _deepest_longest(results, "logit_lens"):
-        lens = entry["logit_lens"]
+        lens = entry.logit_lens
         loss = np.asarray(lens["loss"], dtype=float)
         drop = loss[0] - loss[-1]
         if drop <= 0:
             continue
         half = int(np.argmax(loss <= loss[0] - drop / 2))
-        sentences.append(f"{entry['id']} {loss[0]:.2f} at the embeddings -> {loss[-1]:.2f} at the output, "
+        sentences.append(f"{entry.id} {loss[0]:.2f} at the embeddings -> {loss[-1]:.2f} at the output, "
                          f"half of that drop by block {half} of {len(loss) - 1}")
     if not sentences:
         return None
@@ -193,14 +193,14 @@ def block_lesions(results):
     """Veit et al. for Transformers: the loss with one block removed, per trained residual model."""
     sentences = []
     for entry in _deepest_longest(results, "sublayers"):
-        study, sublayers = entry.get("lesion"), entry["sublayers"]
+        study, sublayers = entry.lesion, entry.sublayers
         if not study:
             continue
         lesioned = np.asarray([v for v in study["lesioned"] if v is not None], dtype=float)
         attention = np.asarray(sublayers["attention"], dtype=float)
         feedforward = np.asarray(sublayers["feedforward"], dtype=float)
         sentences.append(
-            f"{entry['id']}: intact {study['intact']:.3f}; one block removed: median {np.median(lesioned):.3f}, "
+            f"{entry.id}: intact {study['intact']:.3f}; one block removed: median {np.median(lesioned):.3f}, "
             f"worst {lesioned.max():.3f}; one attention sublayer: median {np.median(attention):.3f}; "
             f"one feed-forward sublayer: median {np.median(feedforward):.3f}")
     if not sentences:
@@ -210,7 +210,7 @@ def block_lesions(results):
 
 def language_findings(results, variants=None):
     """Every finding that applies to a run with these variants (default: the run's own), in reading order."""
-    variants = variants_of(results) if variants is None else variants
+    variants = results.variants if variants is None else variants
     found = [diverged_models(results),
              plain_fails(results) if "plain" in variants else None]
     for variant in ("post", "pre", "rezero"):
@@ -218,5 +218,5 @@ def language_findings(results, variants=None):
             found.append(needs_warmup(results, variant) if variant == "post" else
                          trains_without_warmup(results, variant))
     found += [xiong_gradients(results), stream_is_a_sum(results), logit_lens_depth(results), block_lesions(results),
-              depth_scaling(results.get("initialisation", {}))]
+              depth_scaling(results.initialisation or {})]
     return found

@@ -32,13 +32,14 @@ from tracks.common.seeds import (
 )
 from tracks.common.training import read_metrics_rows
 from tracks.language.findings import language_findings
+from tracks.language.results import LanguageResults
 
 
 def series_label(entry):
     """A model's label in the figures: colour = depth, style = variant (a run with warm-up a variant of its own)."""
-    warmup = entry.get("warmup")
-    variant = entry["variant"] + (f" warm-up {warmup}" if warmup else "")
-    return plots.Label(entry["id"], variant, entry["depth"])
+    warmup = entry.warmup
+    variant = entry.variant + (f" warm-up {warmup}" if warmup else "")
+    return plots.Label(entry.id, variant, entry.depth)
 
 
 def subtitle(ctx):
@@ -58,19 +59,19 @@ def plot_loss_curves(run, config, results, path, banner=None, subtitle=None, run
     runs = runs or [run]
     compare_warmup = len(config.warmup_steps) > 1
     # The run's grid as results.json recorded it (computed once, by the track), in grid order.
-    models = sorted(results["models"], key=lambda m: (m["depth"], list(config.warmup_steps).index(m["warmup"])))
+    models = sorted(results.models, key=lambda m: (m.depth, list(config.warmup_steps).index(m.warmup)))
     panels = []
     for variant in config.variants:
         group = []
         for entry in models:
-            if entry["variant"] != variant:
+            if entry.variant != variant:
                 continue
-            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry["id"])) for r in runs) if rows]
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry.id)) for r in runs) if rows]
             if not per_run:
                 continue
             label = series_label(entry)
-            legend = f"{entry['depth']} layers" + (f", warm-up {entry['warmup']}" if compare_warmup else "")
-            legend += " (diverged)" if entry.get("diverged") else ""
+            legend = f"{entry.depth} layers" + (f", warm-up {entry.warmup}" if compare_warmup else "")
+            legend += " (diverged)" if entry.diverged else ""
             curves = [([(row["epoch"] + 1) * config.eval_interval for row in rows],
                        [row.get("val_loss", float("nan")) for row in rows]) for rows in per_run]
             if len(runs) > 1:  # a run with warm-up gets its own line style (the label)
@@ -81,7 +82,7 @@ def plot_loss_curves(run, config, results, path, banner=None, subtitle=None, run
     return plots.curves(
         panels, xlabel="training step", ylabel="validation loss (nats/char)", path=path, banner=banner,
         subtitle=subtitle, note="band: ± 1 std over the seeds" if len(runs) > 1 else None,
-        title=f"Character Transformers on {dataset_title(results.get('dataset', config.data))}: validation loss",
+        title=f"Character Transformers on {dataset_title(results.dataset or config.data)}: validation loss",
     )
 
 
@@ -90,7 +91,7 @@ def plot_stream(config, results, path, banner=None, subtitle=None):
     depth, entries = deepest_with(config, results, "stream")
     if not entries:
         return False
-    plots.stream([m["stream"] for m in entries], [series_label(m) for m in entries], path=path, banner=banner,
+    plots.stream([m.stream for m in entries], [series_label(m) for m in entries], path=path, banner=banner,
                  subtitle=_on(subtitle, config.instrument_sequences), title=f"What each sublayer writes into the stream, relative to it (trained, {depth} layers)")
     return True
 
@@ -98,10 +99,10 @@ def plot_stream(config, results, path, banner=None, subtitle=None):
 def comparison_figures(results):
     """{figure: (value, unit)} that `compare` sets beside a reference run's (tracks/common/compare.py)."""
     figures = {}
-    for entry in sorted(results["models"], key=lambda m: m["id"]):
-        figures[f"{entry['id']} validation loss"] = (entry.get("val_loss"), "nats")
-        figures[f"{entry['id']} training loss"] = (entry.get("train_loss"), "nats")
-    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: id_order(item[0])):
+    for entry in sorted(results.models, key=lambda m: m.id):
+        figures[f"{entry.id} validation loss"] = (entry.val_loss, "nats")
+        figures[f"{entry.id} training loss"] = (entry.train_loss, "nats")
+    for model_id, values in sorted((results.initialisation or {}).items(), key=lambda item: id_order(item[0])):
         figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
     return figures
 
@@ -109,12 +110,12 @@ def comparison_figures(results):
 def write_samples(run, config, results):
     lines = [f"# Samples: every model continues the prompt {config.prompt!r}\n",
              f"{config.sample_chars} characters, temperature 0.8, seed {config.seed}.\n"]
-    for entry in results["models"]:
-        lines.append(f"## {entry['id']} (val loss {format_value(entry.get('val_loss'))})\n")
-        if entry.get("sample") is None:
+    for entry in results.models:
+        lines.append(f"## {entry.id} (val loss {format_value(entry.val_loss)})\n")
+        if entry.sample is None:
             lines.append("_no sample: the model diverged_\n")
         else:
-            lines.append("```text\n" + config.prompt + entry["sample"] + "\n```\n")
+            lines.append("```text\n" + config.prompt + entry.sample + "\n```\n")
     (run.path / "samples.md").write_text("\n".join(lines))
 
 
@@ -137,7 +138,7 @@ def _deepest_trained(config, results, key):
     """Entries of the deepest depth with `key`, with the longest warm-up of the run."""
     depth, entries = deepest_with(config, results, key)
     longest = max(config.warmup_steps)
-    return depth, [m for m in entries if m.get("warmup") == longest]
+    return depth, [m for m in entries if m.warmup == longest]
 
 
 def _on(subtitle, sequences):
@@ -152,17 +153,17 @@ def plot_trained_instruments(config, results, directory, banner=None, subtitle=N
     if not entries:
         return figures
     labels = [series_label(m) for m in entries]
-    unigram = results.get("unigram_loss")
-    plots.logit_lens([m["logit_lens"] for m in entries], labels, path=directory / "logit_lens.png",
+    unigram = results.unigram_loss
+    plots.logit_lens([m.logit_lens for m in entries], labels, path=directory / "logit_lens.png",
                      banner=banner, subtitle=_on(subtitle, config.lesion_sequences), reference=None if unigram is None else
                      (unigram, f"character frequencies only ({unigram:.2f})"),
                      title=f"Logit lens: the stream at each depth read out by the head (trained, {depth} layers)")
     figures.append(("Logit lens: where the prediction forms", "logit_lens.png"))
-    plots.sublayer_lesions([m["lesion"] for m in entries], [m["sublayers"] for m in entries], labels,
+    plots.sublayer_lesions([m.lesion for m in entries], [m.sublayers for m in entries], labels,
                            path=directory / "lesion.png", banner=banner,
                            subtitle=_on(subtitle, config.lesion_sequences), title=f"Validation loss with one block or one sublayer removed ({depth} layers)")
     figures.append(("Removing a block or a sublayer", "lesion.png"))
-    plots.block_deletion([m["deletion"] for m in entries], None, labels, path=directory / "block_deletion.png",
+    plots.block_deletion([m.deletion for m in entries], None, labels, path=directory / "block_deletion.png",
                          banner=banner, subtitle=_on(subtitle, config.lesion_sequences), title=f"Validation loss with k random blocks removed ({depth} layers)")
     figures.append(("Removing k blocks at once (Veit et al. 2016)", "block_deletion.png"))
     return figures
@@ -171,13 +172,13 @@ def plot_trained_instruments(config, results, directory, banner=None, subtitle=N
 def results_table(results):
     """(headers, rows): one row per model, for summary.md and the end of the run in the terminal."""
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["depth"], m["variant"], m["warmup"])):
-        status = f"diverged by step {entry['diverged_step']}" if entry.get("diverged") else "ok"
+    for entry in sorted(results.models, key=lambda m: (m.depth, m.variant, m.warmup)):
+        status = f"diverged by step {entry.diverged_step}" if entry.diverged else "ok"
         rows.append([
-            entry["variant"], entry["depth"], entry["warmup"], format_value(entry["params"], "int"),
-            format_value(entry.get("train_loss")), format_value(entry.get("val_loss")),
-            format_value(entry.get("val_bpc")), status, format_value(entry.get("seconds"), "seconds"),
-            format_value(entry.get("tokens_per_second"), "int"),
+            entry.variant, entry.depth, entry.warmup, format_value(entry.params, "int"),
+            format_value(entry.train_loss), format_value(entry.val_loss),
+            format_value(entry.val_bpc), status, format_value(entry.seconds, "seconds"),
+            format_value(entry.tokens_per_second, "int"),
         ])
     headers = ["variant", "layers", "warmup", "parameters", "train loss", "val loss", "val bits/char",
                "status", "time", "tokens/s"]
@@ -202,7 +203,7 @@ def sample_command_line(run, prompt="ROMEO:"):
 
 def terminal_ending(run, results):
     """The lines a run ends with in the terminal: the results table, the best model, TensorBoard, the report."""
-    best = results.get("best_model")
+    best = results.best_model
     extra = ["losses in nats per character; val loss on the whole validation split, at the end"]
     if best:
         extra.append(f"best model: {best['id']} (val loss {best['val_loss']:.3f}); sample from it with "
@@ -226,15 +227,15 @@ def report(results, ctx):
 
 def write_summary(run, config, results, figures, banner=None):
     table = markdown_table(*results_table(results))
-    best = results.get("best_model")
+    best = results.best_model
     lines = [
         f"# Language run: plain vs residual, Pre-LN vs Post-LN ({config.preset} preset)\n",
         banner_markdown(banner),
-        f"Data: **{dataset_title(results.get('dataset'))}**, seed {config.seed} (vocabulary of "
-        f"{results.get('vocab_size')} characters, {results.get('unknown_val_chars', 0)} validation "
+        f"Data: **{dataset_title(results.dataset)}**, seed {config.seed} (vocabulary of "
+        f"{results.vocab_size} characters, {results.unknown_val_chars or 0} validation "
         "characters not in it). "
-        f"Device: {results.get('device')}, precision {results.get('precision')}, "
-        f"XLA {'on' if results.get('xla') else 'off'}. {config.steps} steps of batch "
+        f"Device: {results.device}, precision {results.precision}, "
+        f"XLA {'on' if results.xla else 'off'}. {config.steps} steps of batch "
         f"{config.batch_size} x {config.sequence_length} characters, width {config.embed_dim}, "
         f"AdamW lr {config.learning_rate}.\n",
         "## Results\n",
@@ -256,8 +257,8 @@ def write_summary(run, config, results, figures, banner=None):
         "depth through the model's own head.\n",
         "- Read the generated text in [samples.md](samples.md).\n",
         "## Instruments at initialisation\n",
-        initialisation_table(results.get("initialisation", {})) + "\n",
-        instrument_notes(results.get("initialisation", {})),
+        initialisation_table(results.initialisation or {}) + "\n",
+        instrument_notes(results.initialisation or {}),
         dynamics_cost_line(results),
     ]
     for title, name in figures:
@@ -274,12 +275,12 @@ def seeds_table(results):
         return format_value(value)
 
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["depth"], m["variant"], m["warmup"])):
-        diverged = entry.get("diverged_seeds") or []
+    for entry in sorted(results.models, key=lambda m: (m.depth, m.variant, m.warmup)):
+        diverged = entry.diverged_seeds
         rows.append([
-            entry["variant"], entry["depth"], entry["warmup"], format_value(entry.get("params"), "int"),
-            *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"), number) for metric in SEED_METRICS),
-            ", ".join(map(str, entry["seeds"])),
+            entry.variant, entry.depth, entry.warmup, format_value(entry.params, "int"),
+            *(spread_cell(getattr(entry, metric), entry.std(metric), number) for metric in SEED_METRICS),
+            ", ".join(map(str, entry.seeds)),
             "diverged on seed " + ", ".join(map(str, diverged)) if diverged else "ok",
         ])
     return ["variant", "layers", "warmup", "parameters", "train loss", "val loss", "val bits/char", "seeds",
@@ -289,12 +290,12 @@ def seeds_table(results):
 def seeds_report(seed_runs, ctx):
     """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
     run, config, banner, plot_banner = ctx.run, ctx.config, ctx.data.banner, ctx.data.plot_banner
-    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    per_seed = [(seed, LanguageResults.from_json(child.read_results())) for seed, child in seed_runs]
     first = per_seed[0][1]
     results = write_seeds_results(run, "language", config, per_seed, SEED_METRICS,
                                   keys=("variant", "depth", "warmup"),
-                                  extra={key: first.get(key) for key in ("vocab_size", "unigram_loss")})
-    subtitle = (f"{dataset_title(first.get('dataset'))}, seeds {','.join(map(str, config.seeds))}: "
+                                  extra={"vocab_size": first.vocab_size, "unigram_loss": first.unigram_loss})
+    subtitle = (f"{dataset_title(first.dataset)}, seeds {','.join(map(str, config.seeds))}: "
                 f"{config.steps} steps, width {config.embed_dim} ({config.preset} preset)")
     plot_loss_curves(run, config, results, run.path / "loss_curves.png", plot_banner, subtitle,
                      runs=[child for _, child in seed_runs])
@@ -303,9 +304,9 @@ def seeds_report(seed_runs, ctx):
         run, title=f"Language run over {len(config.seeds)} seeds: plain vs residual, Pre-LN vs Post-LN "
                    f"({config.preset} preset)",
         banner=banner,
-        description=(f"Data: **{dataset_title(first.get('dataset'))}**, seeds "
+        description=(f"Data: **{dataset_title(first.dataset)}**, seeds "
                      f"{', '.join(map(str, config.seeds))}: each model trained once per seed (its "
-                     f"initialisation, batches and samples). Device: {first.get('device')}. {config.steps} "
+                     f"initialisation, batches and samples). Device: {first.device}. {config.steps} "
                      f"steps of batch {config.batch_size} x {config.sequence_length} characters, width "
                      f"{config.embed_dim}, AdamW lr {config.learning_rate}. Losses in nats per character; "
                      "val loss on the whole validation split, at the end."),

@@ -7,7 +7,9 @@ from tracks.common.config import finite_float
 from tracks.common.console import fail
 from tracks.common.options import OneLineParser
 from tracks.common.process import configure_process, read_environment
+from tracks.common.results import ResultsFormatError
 from tracks.common.run_dir import RunFileError, describe_os_error, read_json
+from tracks.language.results import LanguageResults
 
 
 def check_prompt(vocab, prompt):
@@ -80,14 +82,14 @@ def not_sampleable(run_dir, prog):
     if not results_path.exists():
         return f"{run_dir} has no best_model.keras and vocab.json: not a finished language run"
     try:
-        models = read_json(results_path, "")["models"]
-    except (RunFileError, TypeError, KeyError):
+        models = LanguageResults.from_json(read_json(results_path, "")).models
+    except (RunFileError, ResultsFormatError):
         return f"{run_dir} has no best_model.keras, and its results.json is damaged"
     seed_runs = sorted(path.name for path in run_dir.glob("seed-*") if (path / "best_model.keras").exists())
     if seed_runs:
         return (f"{run_dir} is a run over several seeds: each seed's run has its own best model; sample "
                 f"from one of them, e.g. {prog} sample {run_dir / seed_runs[0]}")
-    if models and all(isinstance(m, dict) and m.get("diverged") for m in models):
+    if models and all(m.diverged for m in models):
         return (f"every model of {run_dir} diverged ({len(models)} of {len(models)}): there is no "
                 f"trained model to sample from; try a lower --learning-rate or warmup")
     return (f"{run_dir} has no best_model.keras yet ({len(models)} models finished): not a finished "

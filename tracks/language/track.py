@@ -17,6 +17,7 @@ writes a sample so you can read the difference.
 """
 
 from tracks.common.track import Track, part
+from tracks.language.results import LanguageResults
 from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
 from tracks.language.sample import sample_command
 from tracks.language.source import TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST
@@ -48,6 +49,7 @@ TRACK = Track(
     report=part("tracks.language.report:report"),
     seeds_report=part("tracks.language.report:seeds_report"),
     figures=part("tracks.language.report:comparison_figures"),
+    results=LanguageResults,  # results.json, typed: results.py
     findings=part("tracks.language.findings:language_findings"),
     commands={"sample": sample_command},
     diagnose_title="Character Transformers at initialisation",

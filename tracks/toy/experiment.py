@@ -25,6 +25,7 @@ import residual_keras as rk
 from residual_keras import diagnostics
 from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup
+from tracks.toy.results import ToyModel
 
 # The decision boundary is drawn from the model's P(class 1) on this grid over [-LIMIT, LIMIT]^2.
 BOUNDARY_POINTS = 41
@@ -159,25 +160,24 @@ def train_one(spec, ctx):
     outcome = fit_with_backup(model, epoch_data, run=run, model_id=spec.id, epochs=config.epochs,
                               extra_callbacks=[dynamics], log=log, verbose=0)
     diverged = outcome["diverged_epoch"]
-    entry = {
-        "id": spec.id, "variant": spec.variant, "depth": spec.depth, "params": params,
-        "diverged": diverged is not None,
-        "diverged_at": None if diverged is None else f"epoch {diverged + 1}",
-        "train_loss": None, "train_accuracy": None, "test_accuracy": None,
-        "dynamics": dynamics_summary(rk.TrainingDynamics.read_csv(dynamics.path)),
-        "fit_seconds": outcome["seconds"], "dynamics_seconds": dynamics.seconds,
-    }
+    result = ToyModel(
+        id=spec.id, variant=spec.variant, depth=spec.depth, params=params,
+        diverged=diverged is not None,
+        diverged_at=None if diverged is None else f"epoch {diverged + 1}",
+        dynamics=dynamics_summary(rk.TrainingDynamics.read_csv(dynamics.path)),
+        fit_seconds=outcome["seconds"], dynamics_seconds=dynamics.seconds,
+    )
     if diverged is None:
         # The whole training set once more at the end (the last epoch's running mean lags the weights).
         train_loss, train_accuracy = scores(model, data.x_train, data.y_train)
         _, test_accuracy = scores(model, data.x_test, data.y_test)
-        entry.update(train_loss=train_loss, train_accuracy=train_accuracy, test_accuracy=test_accuracy,
-                     boundary=boundary(model))
+        result = dataclasses.replace(result, train_loss=train_loss, train_accuracy=train_accuracy,
+                                     test_accuracy=test_accuracy, boundary=boundary(model))
         if spec.depth == max(config.depths):
             started = time.perf_counter()
-            entry.update(trained_studies(spec, model, ctx))
-            entry["studies_seconds"] = time.perf_counter() - started
-            log(f"{spec.id}: lesions, paths, stream and loss landscape in {entry['studies_seconds']:.1f} s")
-    entry["seconds"] = time.perf_counter() - start
-    log(f"{spec.id}: training loss {entry['train_loss'] if entry['train_loss'] is not None else 'NaN'}")
-    return jsonable(entry)
+            result = dataclasses.replace(result, **trained_studies(spec, model, ctx))
+            result.studies_seconds = time.perf_counter() - started
+            log(f"{spec.id}: lesions, paths, stream and loss landscape in {result.studies_seconds:.1f} s")
+    result.seconds = time.perf_counter() - start
+    log(f"{spec.id}: training loss {result.train_loss if result.train_loss is not None else 'NaN'}")
+    return result

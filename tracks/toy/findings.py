@@ -35,8 +35,8 @@ CHANCE = 0.5  # two classes
 
 
 def _losses(results, variant):
-    return {m["depth"]: m["train_loss"] for m in results["models"]
-            if m["variant"] == variant and m.get("train_loss") is not None}
+    return {m.depth: m.train_loss for m in results.models
+            if m.variant == variant and m.train_loss is not None}
 
 
 def degradation(results):
@@ -71,14 +71,14 @@ def residual_trains_at_depth(results):
 
 def _deepest(results, variant, key):
     """The deepest entry of `variant` that has `key` (a study of the trained net), or None."""
-    entries = [m for m in results["models"] if m["variant"] == variant and m.get(key)]
-    return max(entries, key=lambda m: m["depth"]) if entries else None
+    entries = [m for m in results.models if m.variant == variant and getattr(m, key)]
+    return max(entries, key=lambda m: m.depth) if entries else None
 
 
 def _twins(results, key):
     """(residual entry, plain entry) of the deepest depth both have `key` at, or (None, None)."""
     residual, plain = _deepest(results, "residual", key), _deepest(results, "plain", key)
-    if residual is None or plain is None or residual["depth"] != plain["depth"]:
+    if residual is None or plain is None or residual.depth != plain.depth:
         return None, None
     return residual, plain
 
@@ -93,18 +93,18 @@ def one_layer_barely_matters(results):
     entry = _deepest(results, "residual", "lesion")
     if entry is None:
         return None
-    study = entry["lesion"]
+    study = entry.lesion
     removed = [value for value in study["lesioned"] if value is not None]
     median = float(np.median(removed))
     kept = _kept(median, study["intact"])
     plain = _deepest(results, "plain", "lesion")
     contrast = ""
-    if plain is not None and plain["depth"] == entry["depth"]:
-        theirs = [value for value in plain["lesion"]["lesioned"] if value is not None]
-        contrast = (f" Its plain twin: {percent(plain['lesion']['intact'])} intact, median "
+    if plain is not None and plain.depth == entry.depth:
+        theirs = [value for value in plain.lesion["lesioned"] if value is not None]
+        contrast = (f" Its plain twin: {percent(plain.lesion['intact'])} intact, median "
                     f"{percent(float(np.median(theirs)))} with one layer removed.")
     return Finding(
-        f"One layer removed ({entry['id']})", kept >= KEEPS_SHARE,
+        f"One layer removed ({entry.id})", kept >= KEEPS_SHARE,
         f"test accuracy {percent(study['intact'])} intact; with one of its {len(removed)} layers removed median "
         f"{percent(median)}, worst {percent(min(removed))}: the median keeps {100 * kept:.0f}% of the accuracy "
         f"above chance (claim: at least {100 * KEEPS_SHARE:.0f}%, as Veit et al. found for ResNets)." + contrast,
@@ -116,8 +116,8 @@ def deletion_contrast(results):
     residual, plain = _twins(results, "deletion")
     if residual is None:
         return None
-    ours, theirs = residual["deletion"], plain["deletion"]
-    ks = [k for k in ours["num_removed"] if k in theirs["num_removed"] and k <= DELETED_SHARE * residual["depth"]]
+    ours, theirs = residual.deletion, plain.deletion
+    ks = [k for k in ours["num_removed"] if k in theirs["num_removed"] and k <= DELETED_SHARE * residual.depth]
     if not ks:
         return None
 
@@ -125,13 +125,13 @@ def deletion_contrast(results):
         return _kept(study["mean"][study["num_removed"].index(k)], study["intact"])
 
     def row(entry, study):
-        return (f"{entry['id']} {', '.join(percent(study['mean'][study['num_removed'].index(k)]) for k in ks)} "
+        return (f"{entry.id} {', '.join(percent(study['mean'][study['num_removed'].index(k)]) for k in ks)} "
                 f"(intact {percent(study['intact'])})")
 
     margin = min(kept(ours, k) - kept(theirs, k) for k in ks)
     return Finding(
-        f"Removing k layers at once (depth {residual['depth']})", margin > 0,
-        f"test accuracy with k = {', '.join(map(str, ks))} of {residual['depth']} layers removed (mean of "
+        f"Removing k layers at once (depth {residual.depth})", margin > 0,
+        f"test accuracy with k = {', '.join(map(str, ks))} of {residual.depth} layers removed (mean of "
         f"{len(ours['values'][0])} random sets): {row(residual, ours)}; {row(plain, theirs)}. "
         + ("The residual MLP keeps more of its accuracy above chance at every k: it degrades smoothly "
            "where its plain twin breaks." if margin > 0 else
@@ -144,18 +144,18 @@ def short_paths(results):
     entry = _deepest(results, "residual", "paths")
     if entry is None:
         return None
-    lengths = np.asarray(entry["paths"]["lengths"], dtype=float)
-    share = np.asarray([np.nan if value is None else value for value in entry["paths"]["gradient_share"]])
+    lengths = np.asarray(entry.paths["lengths"], dtype=float)
+    share = np.asarray([np.nan if value is None else value for value in entry.paths["gradient_share"]])
     n = int(lengths[-1])
     if not np.all(np.isfinite(share)) or share.sum() <= 0:
-        return Finding(f"Which paths carry the gradient ({entry['id']})", None,
+        return Finding(f"Which paths carry the gradient ({entry.id})", None,
                        f"no gradient reached the first layer's input through any of its paths (the {n} layers "
                        "pass nothing back), so no path length carries it.")
     weighted = float((lengths * share).sum())
     cumulative = np.cumsum(share)
     low, high = int(lengths[np.searchsorted(cumulative, 0.05)]), int(lengths[np.searchsorted(cumulative, 0.95)])
     return Finding(
-        f"Which paths carry the gradient ({entry['id']})", weighted < n / 2,
+        f"Which paths carry the gradient ({entry.id})", weighted < n / 2,
         f"of its 2^{n} paths a typical one passes {n / 2:.1f} branches; the gradient-weighted mean is "
         f"{weighted:.1f}, and 90% of the gradient comes through paths of {low}-{high} branches"
         + (": the paths that train the net are shorter than the net is deep." if weighted < n / 2 else "."),
@@ -167,15 +167,15 @@ def stream_is_a_sum(results):
     entry = _deepest(results, "residual", "decomposition")
     if entry is None:
         return None
-    error = entry["decomposition"]["relative_error"]
+    error = entry.decomposition["relative_error"]
     plain = _deepest(results, "plain", "decomposition")
     contrast = ("" if plain is None else
-                f"; for {plain['id']}, whose layers replace the stream instead of adding to it, "
-                f"{scientific(plain['decomposition']['relative_error'])}")
+                f"; for {plain.id}, whose layers replace the stream instead of adding to it, "
+                f"{scientific(plain.decomposition['relative_error'])}")
     return Finding(
         "The residual stream is a sum", error <= SUM_TOLERANCE,
-        f"max |x_L - (x_0 + sum of the {len(entry['decomposition']['names'])} layers' outputs)| / max |x_L| = "
-        f"{scientific(error)} for {entry['id']} (claim: at most {SUM_TOLERANCE:g}){contrast}.",
+        f"max |x_L - (x_0 + sum of the {len(entry.decomposition['names'])} layers' outputs)| / max |x_L| = "
+        f"{scientific(error)} for {entry.id} (claim: at most {SUM_TOLERANCE:g}){contrast}.",
         margin=SUM_TOLERANCE - error)
 
 
@@ -184,12 +184,12 @@ def smoother_landscape(results):
     residual, plain = _twins(results, "landscape")
     if residual is None:
         return None
-    ours, theirs = residual["landscape"], plain["landscape"]
+    ours, theirs = residual.landscape, plain.landscape
     if ours.get("nonconvex_share") is None or theirs.get("nonconvex_share") is None:
         return None
 
     def described(entry, grid):
-        return (f"{entry['id']} loss {scientific(grid.get('center_loss'))} at its weights, "
+        return (f"{entry.id} loss {scientific(grid.get('center_loss'))} at its weights, "
                 f"{scientific(grid.get('edge_rise'))} higher at the edge on average, curvature "
                 f"{scientific(grid.get('curvature'))}, {100 * grid['nonconvex_share']:.0f}% of the plane non-convex")
 
@@ -200,7 +200,7 @@ def smoother_landscape(results):
         sharpness = (f" By its curvature at the weights its minimum is the "
                      f"{'sharper' if ours['curvature'] > theirs['curvature'] else 'flatter'} one.")
     return Finding(
-        f"The loss around the trained weights (depth {residual['depth']})", margin > 0,
+        f"The loss around the trained weights (depth {residual.depth})", margin > 0,
         f"{described(residual, ours)}; {described(plain, theirs)}: "
         + ("the residual MLP's plane is the more convex one." if margin > 0 else
            "the residual MLP's plane is not the more convex one here.") + sharpness,
@@ -211,4 +211,4 @@ def toy_findings(results):
     """Every finding of a toy run, in reading order (None where a run lacks the models for one)."""
     return [degradation(results), residual_trains_at_depth(results), one_layer_barely_matters(results),
             deletion_contrast(results), short_paths(results), stream_is_a_sum(results), smoother_landscape(results),
-            depth_scaling(results.get("initialisation", {}))]
+            depth_scaling(results.initialisation or {})]

@@ -27,10 +27,11 @@ from tracks.common.seeds import band_series, combine_findings, spread_cell, writ
 from tracks.common.training import read_metrics_rows
 from tracks.toy.experiment import LANDSCAPE_STEPS, LIMIT, PATH_POINTS
 from tracks.toy.findings import toy_findings
+from tracks.toy.results import ToyResults
 
 
 def series_label(entry):
-    return plots.Label(entry["id"], entry["variant"], entry["depth"])
+    return plots.Label(entry.id, entry.variant, entry.depth)
 
 
 def plot_loss_curves(config, results, path, runs, subtitle=None):
@@ -38,13 +39,13 @@ def plot_loss_curves(config, results, path, runs, subtitle=None):
     panels = []
     for variant in config.variants:
         group = []
-        for entry in sorted((m for m in results["models"] if m["variant"] == variant), key=lambda m: m["depth"]):
-            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry["id"])) for r in runs) if rows]
+        for entry in sorted((m for m in results.models if m.variant == variant), key=lambda m: m.depth):
+            per_run = [rows for rows in (read_metrics_rows(r.metrics_path(entry.id)) for r in runs) if rows]
             if not per_run:
                 continue
             curves = [([row["epoch"] + 1 for row in rows], [row.get("loss", float("nan")) for row in rows])
                       for rows in per_run]
-            legend = f"{entry['depth']} layers" + (" (diverged)" if entry.get("diverged") else "")
+            legend = f"{entry.depth} layers" + (" (diverged)" if entry.diverged else "")
             if len(runs) > 1:
                 group.append(band_series(curves, series_label(entry), f"{legend}, mean of {len(per_run)} seeds"))
             else:
@@ -62,19 +63,18 @@ def plot_boundaries(config, results, data, path, subtitle=None):
     axes = figure.subplots(len(variants), len(depths), squeeze=False)
     figure.suptitle("Decision boundaries after training: P(class 1); training points on top (yellow: class 1)"
                     + (f"\n{subtitle}" if subtitle else ""), fontsize="medium")
-    by_id = {entry["id"]: entry for entry in results["models"]}
     image = None
     for row, variant in enumerate(variants):
         for column, depth in enumerate(depths):
-            axis, entry = axes[row][column], by_id.get(f"{variant}-{depth}", {})
+            axis, entry = axes[row][column], results.model(f"{variant}-{depth}")
             axis.set_xticks([])
             axis.set_yticks([])
-            if entry.get("boundary") is not None:
-                image = axis.imshow(np.asarray(entry["boundary"], dtype=float), origin="lower", cmap="RdBu_r",
+            if entry is not None and entry.boundary is not None:
+                image = axis.imshow(np.asarray(entry.boundary, dtype=float), origin="lower", cmap="RdBu_r",
                                     vmin=0, vmax=1, extent=(-LIMIT, LIMIT, -LIMIT, LIMIT), interpolation="bilinear")
-                axis.set_title(f"{variant}-{depth}: loss {entry['train_loss']:.2f}", fontsize="small")
+                axis.set_title(f"{variant}-{depth}: loss {entry.train_loss:.2f}", fontsize="small")
             else:
-                axis.set_title(f"{variant}-{depth}: {'diverged' if entry.get('diverged') else 'not trained'}",
+                axis.set_title(f"{variant}-{depth}: {'diverged' if entry is not None and entry.diverged else 'not trained'}",
                                fontsize="small")
             axis.scatter(data.x_train[:, 0], data.x_train[:, 1], s=4, edgecolors="none",
                          c=np.where(data.y_train == 1, "#FFD21F", "black"))  # class 1 yellow, class 0 black
@@ -87,18 +87,18 @@ def plot_boundaries(config, results, data, path, subtitle=None):
 
 def results_table(results):
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
-        rows.append([entry["variant"], entry["depth"], format_value(entry["params"], "int"),
-                     format_value(entry.get("train_loss")), format_value(entry.get("train_accuracy"), "percent"),
-                     format_value(entry.get("test_accuracy"), "percent"),
-                     f"diverged at {entry['diverged_at']}" if entry.get("diverged") else "ok",
-                     format_value(entry.get("seconds"), "seconds")])
+    for entry in sorted(results.models, key=lambda m: (m.variant, m.depth)):
+        rows.append([entry.variant, entry.depth, format_value(entry.params, "int"),
+                     format_value(entry.train_loss), format_value(entry.train_accuracy, "percent"),
+                     format_value(entry.test_accuracy, "percent"),
+                     f"diverged at {entry.diverged_at}" if entry.diverged else "ok",
+                     format_value(entry.seconds, "seconds")])
     return ["variant", "layers", "parameters", "train loss", "train accuracy", "test accuracy", "status",
             "time"], rows
 
 
 def comparison_figures(results):
-    return {f"{entry['id']} training loss": (entry.get("train_loss"), "nats") for entry in results["models"]}
+    return {f"{entry.id} training loss": (entry.train_loss, "nats") for entry in results.models}
 
 
 def write_summary(run, config, results, data, figures, subtitle):
@@ -115,8 +115,8 @@ def write_summary(run, config, results, data, figures, subtitle):
         "Computed from this run's numbers (thresholds in `tracks/toy/findings.py`).\n",
         "\n".join(finding_lines(toy_findings(results))) + "\n",
         "## Instruments at initialisation\n",
-        initialisation_table(results.get("initialisation", {})) + "\n",
-        instrument_notes(results.get("initialisation", {})),
+        initialisation_table(results.initialisation or {}) + "\n",
+        instrument_notes(results.initialisation or {}),
     ]
     drawn = {name for _, name in figures}
     trained = [note for name, note in (("lesion.png", LESION_NOTE), ("paths.png", PATHS_NOTE),
@@ -157,24 +157,24 @@ def plot_trained(config, results, directory, subtitle):
     on_test = f"{subtitle}; on the {config.points} test points"
     depth, entries = deepest_with(config, results, "lesion")
     if entries:
-        plots.lesion([m["lesion"] for m in entries], [series_label(m) for m in entries], path=directory / "lesion.png",
+        plots.lesion([m.lesion for m in entries], [series_label(m) for m in entries], path=directory / "lesion.png",
                      subtitle=on_test, title=f"Test accuracy with one layer removed ({depth} layers)")
         figures.append(("Removing one layer of the trained nets", "lesion.png"))
     depth, entries = deepest_with(config, results, "deletion")
     if entries:
-        plots.block_deletion([m["deletion"] for m in entries], labels=[series_label(m) for m in entries],
+        plots.block_deletion([m.deletion for m in entries], labels=[series_label(m) for m in entries],
                              path=directory / "block_deletion.png", subtitle=on_test,
                              title=f"Test accuracy with k of the {depth} layers removed at once")
         figures.append(("Removing k layers at once (Veit et al. 2016)", "block_deletion.png"))
     depth, entries = deepest_with(config, results, "paths")
     if entries:
-        plots.path_gradients([m["paths"] for m in entries], [series_label(m) for m in entries],
+        plots.path_gradients([m.paths for m in entries], [series_label(m) for m in entries],
                              path=directory / "paths.png", subtitle=f"{subtitle}; on {PATH_POINTS} test points",
                              title=f"The {depth}-layer residual MLP as 2^{depth} paths (Veit et al. 2016, figure 6)")
         figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
     depth, entries = deepest_with(config, results, "landscape")
     if entries:
-        plots.loss_landscape([m["landscape"] for m in entries], [series_label(m) for m in entries],
+        plots.loss_landscape([m.landscape for m in entries], [series_label(m) for m in entries],
                              path=directory / "loss_landscape.png",
                              subtitle=f"{subtitle}; {LANDSCAPE_STEPS} x {LANDSCAPE_STEPS} points, on the "
                                       f"{config.points} training points",
@@ -188,19 +188,19 @@ SEED_METRICS = ("train_loss", "train_accuracy", "test_accuracy")
 
 def seeds_table(results):
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
-        rows.append([entry["variant"], entry["depth"],
-                     spread_cell(entry.get("train_loss"), entry.get("train_loss_std"), format_value),
-                     *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"),
+    for entry in sorted(results.models, key=lambda m: (m.variant, m.depth)):
+        rows.append([entry.variant, entry.depth,
+                     spread_cell(entry.train_loss, entry.std("train_loss"), format_value),
+                     *(spread_cell(getattr(entry, metric), entry.std(metric),
                                    lambda value: format_value(value, "percent")) for metric in SEED_METRICS[1:]),
-                     ", ".join(map(str, entry["seeds"]))])
+                     ", ".join(map(str, entry.seeds))])
     return ["variant", "layers", "train loss", "train accuracy", "test accuracy", "seeds"], rows
 
 
 def seeds_report(seed_runs, ctx):
     """results.json, loss_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
     run, config, data = ctx.run, ctx.config, ctx.data
-    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    per_seed = [(seed, ToyResults.from_json(child.read_results())) for seed, child in seed_runs]
     results = write_seeds_results(run, "toy", config, per_seed, SEED_METRICS, keys=("variant", "depth"))
     subtitle = f"two spirals, seeds {','.join(map(str, config.seeds))} ({config.preset} preset)"
     plot_loss_curves(config, results, run.path / "loss_curves.png", [child for _, child in seed_runs], subtitle)

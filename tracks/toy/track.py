@@ -13,6 +13,7 @@ boundaries show it, and every instrument of the other tracks measures it.
 """
 
 from tracks.common.track import Track, part
+from tracks.toy.results import ToyResults
 from tracks.toy.presets import PRESETS, ToyConfig
 
 TRACK = Track(
@@ -39,6 +40,7 @@ TRACK = Track(
     report=part("tracks.toy.report:report"),
     seeds_report=part("tracks.toy.report:seeds_report"),
     figures=part("tracks.toy.report:comparison_figures"),
+    results=ToyResults,  # results.json, typed: results.py
     findings=part("tracks.toy.findings:toy_findings"),
     diagnose_title="Plain and residual MLPs at initialisation",
 )

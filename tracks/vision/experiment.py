@@ -16,6 +16,7 @@ from tracks.common.instruments import dynamics_summary, jsonable
 from tracks.common.training import fit_with_backup, throughput
 from tracks.common.xla import xla_step_ran
 from tracks.vision.optimizer import FixupSGD, fixup_groups
+from tracks.vision.results import VisionModel
 from tracks.vision.variants import VARIANTS
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +189,7 @@ def evaluation_datasets(ctx):
 
 
 def train_one(spec, ctx):
-    """Trains one grid point and returns its results.json entry.
+    """Trains one grid point; its `VisionModel`.
 
     Every model of the run trains on the same epochs (epoch e's batches depend
     on (seed, e) only) and is evaluated on the same sets: made once per run.
@@ -215,40 +216,33 @@ def train_one(spec, ctx):
     )
     history = outcome["history"]
     diverged = outcome["diverged_epoch"]
-    entry = {
-        "id": spec.id,
-        "variant": spec.variant,
-        "depth": spec.depth,
-        "params": params,
-        "num_classes": len(data.class_names),
-        "epochs_trained": len(history),
-        "diverged": diverged is not None,
-        "diverged_epoch": diverged,
-        "diverged_at": None if diverged is None else f"epoch {diverged + 1}",
-        "train_error": None,
-        "val_error": None,
-        "test_error": None,
-        "xla": xla_step_ran(model) if runtime.xla else False,
-        "images_per_second": throughput(history, steps_per_epoch * config.batch_size),
-        "dynamics_seconds": dynamics.seconds,
-        "dynamics": dynamics_summary(dynamics.read_csv(dynamics.path)),
-        "fit_seconds": outcome["seconds"],
-    }
+    result = VisionModel(
+        id=spec.id, variant=spec.variant, depth=spec.depth, params=params,
+        num_classes=len(data.class_names),
+        epochs_trained=len(history),
+        diverged=diverged is not None,
+        diverged_epoch=diverged,
+        diverged_at=None if diverged is None else f"epoch {diverged + 1}",
+        xla=xla_step_ran(model) if runtime.xla else False,
+        images_per_second=throughput(history, steps_per_epoch * config.batch_size),
+        dynamics_seconds=dynamics.seconds,
+        dynamics=dynamics_summary(dynamics.read_csv(dynamics.path)),
+        fit_seconds=outcome["seconds"],
+    )
     if diverged is None and history:
         last = history[-1]
-        entry["train_error"] = 1.0 - last["accuracy"]
+        result.train_error = 1.0 - last["accuracy"]
         if "val_accuracy" in last and data.x_val is not None:
-            entry["val_error"] = 1.0 - last["val_accuracy"]
+            result.val_error = 1.0 - last["val_accuracy"]
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
-        entry["test_error"] = 1.0 - test["accuracy"]
-        entry["lesion"] = lesion_study(model, data, config.lesion_images, config.seed)
-        entry["ensemble"] = ensemble_study(model, data, config.lesion_images, config.seed,
-                                           plain=spec.plain)
+        result.test_error = 1.0 - test["accuracy"]
+        result.lesion = lesion_study(model, data, config.lesion_images, config.seed)
+        result.ensemble = ensemble_study(model, data, config.lesion_images, config.seed, plain=spec.plain)
         if config.landscape_steps and spec.depth == max(config.depths):
             started = time.perf_counter()
-            entry["landscape"] = landscape_study(model, data, config)
-            entry["landscape_seconds"] = time.perf_counter() - started
+            result.landscape = landscape_study(model, data, config)
+            result.landscape_seconds = time.perf_counter() - started
             log(f"{spec.id}: loss landscape, {config.landscape_steps}x{config.landscape_steps} points on "
-                f"{config.landscape_images} training images, in {entry['landscape_seconds']:.0f} s")
-    entry["seconds"] = time.perf_counter() - start
-    return entry
+                f"{config.landscape_images} training images, in {result.landscape_seconds:.0f} s")
+    result.seconds = time.perf_counter() - start
+    return result

@@ -32,8 +32,7 @@ import math
 
 import numpy as np
 
-from tracks.common.findings import (Finding, depth_scaling, diverged_models, entries_by, percent, scientific,
-                                    variants_of)
+from tracks.common.findings import Finding, depth_scaling, diverged_models, entries_by, percent, scientific
 from tracks.vision.variants import PLAIN_VARIANTS, VARIANTS
 
 DEGRADATION_POINTS = 0.05
@@ -112,7 +111,7 @@ def shortcut_benefit(results, variant="residual"):
 def gradient_at_initialisation(results, variant="residual"):
     """Gradient gains at initialisation of the deepest plain and residual nets (nearer 1 is better)."""
     plain = PLAIN_TWIN.get(variant)
-    init = results.get("initialisation", {})
+    init = results.initialisation or {}
     gains = {}
     for label, values in init.items():
         name, _, depth = label.rpartition("-")
@@ -136,11 +135,11 @@ def gradient_at_initialisation(results, variant="residual"):
 
 
 def _deepest_study(results, variant, key):
-    entries = [m for m in results.get("models", []) if m.get("variant") == variant and (m.get("ensemble") or {}).get(key)]
+    entries = [m for m in results.models if m.variant == variant and (m.ensemble or {}).get(key)]
     if not entries:
         return None, None
-    entry = max(entries, key=lambda m: m["depth"])
-    return entry, entry["ensemble"][key]
+    entry = max(entries, key=lambda m: m.depth)
+    return entry, entry.ensemble[key]
 
 
 def _kept(accuracy, intact, chance):
@@ -150,11 +149,11 @@ def _kept(accuracy, intact, chance):
 
 def one_block_barely_matters(results, variant="residual"):
     """Veit et al.: removing one block of a trained residual net barely changes its accuracy."""
-    entries = [m for m in results.get("models", []) if m.get("variant") == variant and m.get("lesion")]
+    entries = [m for m in results.models if m.variant == variant and m.lesion]
     if not entries:
         return None
-    entry = max(entries, key=lambda m: m["depth"])
-    study, chance = entry["lesion"], 1.0 / entry.get("num_classes", 10)
+    entry = max(entries, key=lambda m: m.depth)
+    study, chance = entry.lesion, 1.0 / (entry.num_classes or 10)
     removable = [value for value in study["lesioned"] if value is not None]
     if not removable:
         return None
@@ -162,7 +161,7 @@ def one_block_barely_matters(results, variant="residual"):
     kept = _kept(median, study["intact"], chance)
     holds = kept >= KEEPS_SHARE
     return Finding(
-        f"One block removed ({entry['id']})", holds,
+        f"One block removed ({entry.id})", holds,
         f"test accuracy {percent(study['intact'])} intact; with one block removed median {percent(median)}, "
         f"worst {percent(min(removable))}: the median keeps {100 * kept:.0f}% of the accuracy above chance "
         + (f"(at least {100 * KEEPS_SHARE:.0f}%: barely changed, as Veit et al. found)." if holds else
@@ -176,9 +175,9 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
     """Veit et al.'s k-block deletion: the residual net degrades more gracefully than its plain twin."""
     entry, ours = _deepest_study(results, variant, "deletion")
     plain_entry, theirs = _deepest_study(results, PLAIN_TWIN.get(variant), "deletion")
-    if ours is None or theirs is None or entry["depth"] != plain_entry["depth"]:
+    if ours is None or theirs is None or entry.depth != plain_entry.depth:
         return None
-    chance = 1.0 / entry.get("num_classes", 10)
+    chance = 1.0 / (entry.num_classes or 10)
     shown = [k for k in ks if k in ours["num_removed"] and k in theirs["num_removed"]]
     if not shown:
         return None
@@ -192,9 +191,9 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
         values = ", ".join(f"{percent(at(study, k))}" for k in shown)
         return f"{label} {values} (intact {percent(study['intact'])})"
     return Finding(
-        f"Removing k blocks at once (depth {entry['depth']})", holds,
+        f"Removing k blocks at once (depth {entry.depth})", holds,
         f"test accuracy with k = {', '.join(map(str, shown))} of {len(ours['candidates'])} same-shape blocks "
-        f"removed (mean of the draws): {row(ours, entry['id'])}; {row(theirs, plain_entry['id'])}. "
+        f"removed (mean of the draws): {row(ours, entry.id)}; {row(theirs, plain_entry.id)}. "
         + ("The residual net keeps more of its accuracy at every k: it degrades smoothly, the plain net breaks."
            if holds else "The residual net does not keep more of its accuracy at every k here."),
         margin=min(_kept(at(ours, k), ours["intact"], chance) - _kept(at(theirs, k), theirs["intact"], chance)
@@ -212,7 +211,7 @@ def short_paths(results, variant="residual"):
     n = int(lengths[-1])
     if not np.all(np.isfinite(share)) or share.sum() <= 0:
         return Finding(
-            f"Which paths carry the gradient ({entry['id']})", None,
+            f"Which paths carry the gradient ({entry.id})", None,
             f"no gradient reached the first block's input through any of its paths (the {n} blocks pass "
             "nothing back: a dead network), so no path length carries it.")
     weighted = float((lengths * share).sum())
@@ -220,7 +219,7 @@ def short_paths(results, variant="residual"):
     low, high = int(lengths[np.searchsorted(cumulative, 0.05)]), int(lengths[np.searchsorted(cumulative, 0.95)])
     holds = weighted < n / 2
     return Finding(
-        f"Which paths carry the gradient ({entry['id']})", holds,
+        f"Which paths carry the gradient ({entry.id})", holds,
         f"of its {n} blocks a typical path passes {n / 2:.1f} branches; the gradient-weighted mean is "
         f"{weighted:.1f}, and 90% of the gradient comes through paths of {low}-{high} branches"
         + (": the effective paths are shorter than the network is deep." if holds else "."),
@@ -233,7 +232,7 @@ def smoother_landscape(results, variant="residual"):
     plain = PLAIN_TWIN.get(variant)
     entry, ours = _deepest_landscape(results, variant)
     plain_entry, theirs = _deepest_landscape(results, plain)
-    if ours is None or theirs is None or entry["depth"] != plain_entry["depth"]:
+    if ours is None or theirs is None or entry.depth != plain_entry.depth:
         return None
     shares = ours.get("nonconvex_share"), theirs.get("nonconvex_share")
     if any(share is None for share in shares):
@@ -254,8 +253,8 @@ def smoother_landscape(results, variant="residual"):
                      f"{scientific(curvatures[1])}) its minimum is the "
                      f"{'sharper' if curvatures[0] > curvatures[1] else 'flatter'} one.")
     return Finding(
-        f"The loss around the trained weights (depth {entry['depth']})", holds,
-        f"{described(entry['id'], ours)}; {described(plain_entry['id'], theirs)}: "
+        f"The loss around the trained weights (depth {entry.depth})", holds,
+        f"{described(entry.id, ours)}; {described(plain_entry.id, theirs)}: "
         + ("the residual net's plane is the more convex one." if holds else
            "the residual net's plane is not the more convex one here.") + sharpness,
         margin=shares[1] - shares[0],
@@ -263,51 +262,51 @@ def smoother_landscape(results, variant="residual"):
 
 
 def _deepest_landscape(results, variant):
-    entries = [m for m in results.get("models", []) if m.get("variant") == variant and m.get("landscape")]
+    entries = [m for m in results.models if m.variant == variant and m.landscape]
     if not entries:
         return None, None
-    entry = max(entries, key=lambda m: m["depth"])
-    return entry, entry["landscape"]
+    entry = max(entries, key=lambda m: m.depth)
+    return entry, entry.landscape
 
 
 def _outcome(entry):
     """(what happened, training accuracy as a multiple of chance; inf for a diverged net)."""
-    chance = 1.0 / entry.get("num_classes", 10)
-    if entry.get("diverged"):
-        return f"diverged (loss NaN or infinite in epoch {entry.get('diverged_epoch', 0) + 1})", float("inf")
-    accuracy = 1.0 - entry["train_error"]
+    chance = 1.0 / (entry.num_classes or 10)
+    if entry.diverged:
+        return f"diverged (loss NaN or infinite in epoch {(entry.diverged_epoch or 0) + 1})", float("inf")
+    accuracy = 1.0 - entry.train_error
     times = accuracy / chance
     if times < STUCK_BELOW:
-        return f"stuck at chance (training error {percent(entry['train_error'])})", times
+        return f"stuck at chance (training error {percent(entry.train_error)})", times
     if times >= TRAINS_FROM:
-        return f"trains (training error {percent(entry['train_error'])})", times
-    return f"barely leaves chance (training error {percent(entry['train_error'])})", times
+        return f"trains (training error {percent(entry.train_error)})", times
+    return f"barely leaves chance (training error {percent(entry.train_error)})", times
 
 
 def without_normalisation(results):
     """Which deep nets train without BatchNorm: the identity-initialised ones, not the He-initialised stacks."""
-    entries = [m for m in results.get("models", []) if m.get("variant") in EXPECTED_WITHOUT_NORM
-               and (m.get("diverged") or m.get("train_error") is not None)]
+    entries = [m for m in results.models if m.variant in EXPECTED_WITHOUT_NORM
+               and (m.diverged or m.train_error is not None)]
     if not entries:
         return None
-    deep = max(m["depth"] for m in entries)
-    entries = {m["variant"]: m for m in entries if m["depth"] == deep}
+    deep = max(m.depth for m in entries)
+    entries = {m.variant: m for m in entries if m.depth == deep}
     if not any(EXPECTED_WITHOUT_NORM[v] for v in entries) or all(EXPECTED_WITHOUT_NORM[v] for v in entries):
         return None  # the claim compares nets that should train with nets that should not
     margins, parts, against = [], [], []
     for variant, entry in entries.items():
         said, times = _outcome(entry)
-        parts.append(f"{entry['id']} {said}")
+        parts.append(f"{entry.id} {said}")
         if EXPECTED_WITHOUT_NORM[variant]:
             margins.append(times - TRAINS_FROM if math.isfinite(times) else -math.inf)
         else:
             margins.append(STUCK_BELOW - times if math.isfinite(times) else math.inf)
         if margins[-1] <= 0:
-            against.append(f"{entry['id']} (expected to {'train' if EXPECTED_WITHOUT_NORM[variant] else 'fail'})")
-    reference = next((m for m in results.get("models", []) if m.get("variant") == "residual"
-                      and m["depth"] == deep and m.get("train_error") is not None), None)
+            against.append(f"{entry.id} (expected to {'train' if EXPECTED_WITHOUT_NORM[variant] else 'fail'})")
+    reference = next((m for m in results.models if m.variant == "residual"
+                      and m.depth == deep and m.train_error is not None), None)
     if reference is not None:
-        parts.append(f"with BatchNorm {reference['id']} reaches {percent(reference['train_error'])}")
+        parts.append(f"with BatchNorm {reference.id} reaches {percent(reference.train_error)}")
     margin = min(margins)
     holds = margin > 0
     return Finding(
@@ -323,10 +322,10 @@ def without_normalisation(results):
 def branches_grow_from_zero(results):
     """An identity-initialised net starts as its shortcut path; as it trains its branches grow from 0."""
     starting, others = [], []
-    for entry in results.get("models", []):
-        dynamics = entry.get("dynamics") or {}
+    for entry in results.models:
+        dynamics = entry.dynamics or {}
         first, last = dynamics.get("first") or {}, dynamics.get("last") or {}
-        if first.get("branch_ratio") is None or entry.get("diverged"):
+        if first.get("branch_ratio") is None or entry.diverged:
             continue
         (starting if first["branch_ratio"] == 0 and first.get("delta_rank") == 0 else others).append(
             (entry, first, last))
@@ -334,16 +333,16 @@ def branches_grow_from_zero(results):
         return None
 
     def grown(entry, first, last):
-        return (f"{entry['id']} branch ratio {scientific(first['branch_ratio'])} -> "
+        return (f"{entry.id} branch ratio {scientific(first['branch_ratio'])} -> "
                 f"{scientific(last.get('branch_ratio'))}, rank of x_L - x_0 {first['delta_rank']:.0f} -> "
                 f"{last.get('delta_rank') or 0:.0f} (effective {scientific(last.get('delta_effective_rank'))}) "
                 f"by epoch {last.get('epoch')}")
 
     margin = min(min(last.get("branch_ratio") or 0.0, last.get("delta_rank") or 0.0) for _, _, last in starting)
-    contrast = "".join(f"; {entry['id']} starts at branch ratio {scientific(first['branch_ratio'])}, rank "
+    contrast = "".join(f"; {entry.id} starts at branch ratio {scientific(first['branch_ratio'])}, rank "
                        f"{first.get('delta_rank') or 0:.0f}" for entry, first, _ in others)
     holds = margin > 0
-    stayed = [entry["id"] + (" (its branches stayed at 0)" if not last.get("branch_ratio") else
+    stayed = [entry.id + (" (its branches stayed at 0)" if not last.get("branch_ratio") else
                              " (its branches left 0, but x_L - x_0 fell back to rank 0: the stream died)")
               for entry, _, last in starting if not (last.get("branch_ratio") and last.get("delta_rank"))]
     return Finding(
@@ -369,18 +368,18 @@ def training_rates(per_seed):
     """
     rates = {}
     for seed, results in per_seed:
-        models = results.get("models", [])
-        plain = {m["depth"]: m for m in models if m.get("variant") == "plain-nonorm"}
+        models = results.models
+        plain = {m.depth: m for m in models if m.variant == "plain-nonorm"}
         for entry in models:
-            bar = plain.get(entry["depth"])
-            if not EXPECTED_WITHOUT_NORM.get(entry.get("variant")) or bar is None:
+            bar = plain.get(entry.depth)
+            if not EXPECTED_WITHOUT_NORM.get(entry.variant) or bar is None:
                 continue
-            chance_error = 1.0 - 1.0 / entry.get("num_classes", 10)
-            bar_error = chance_error if bar.get("train_error") is None else bar["train_error"]
-            error = entry.get("train_error")
-            trained = (not entry.get("diverged") and error is not None and math.isfinite(error)
+            chance_error = 1.0 - 1.0 / (entry.num_classes or 10)
+            bar_error = chance_error if bar.train_error is None else bar.train_error
+            error = entry.train_error
+            trained = (not entry.diverged and error is not None and math.isfinite(error)
                        and bar_error - error >= TRAINED_BELOW_PLAIN)
-            rates.setdefault(entry["id"], []).append((seed, trained))
+            rates.setdefault(entry.id, []).append((seed, trained))
     return rates
 
 
@@ -398,13 +397,13 @@ def training_rate_sentence(per_seed):
 
 
 def _all_diverged(results, variant):
-    entries = [m for m in results.get("models", []) if m.get("variant") == variant]
-    return bool(entries) and all(m.get("diverged") for m in entries)
+    entries = [m for m in results.models if m.variant == variant]
+    return bool(entries) and all(m.diverged for m in entries)
 
 
 def vision_findings(results, variants=None):
     """Every finding that applies to a run with these variants (default: the run's own), in reading order."""
-    variants = variants_of(results) if variants is None else variants
+    variants = results.variants if variants is None else variants
     found = [diverged_models(results)]
     for variant in variants:
         if variant in PLAIN_VARIANTS:
@@ -418,5 +417,5 @@ def vision_findings(results, variants=None):
                       deletion_contrast(results, variant), smoother_landscape(results, variant)]
         found += [one_block_barely_matters(results, variant), short_paths(results, variant)]
     found += [without_normalisation(results), branches_grow_from_zero(results)]
-    found.append(depth_scaling(results.get("initialisation", {})))
+    found.append(depth_scaling(results.initialisation or {}))
     return found

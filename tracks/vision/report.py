@@ -36,11 +36,12 @@ from tracks.common.seeds import (
 from tracks.common.training import read_metrics_rows
 from tracks.vision.experiment import PATH_IMAGES
 from tracks.vision.findings import training_rate_sentence, vision_findings
+from tracks.vision.results import VisionResults
 
 
 def series_label(entry):
     """A model's label in the figures, with its series: colour = depth, style = variant."""
-    return plots.Label(entry["id"], entry["variant"], entry["depth"])
+    return plots.Label(entry.id, entry.variant, entry.depth)
 
 
 # The per-epoch evaluation's column prefix (tracks/common/training.py) as a reader says it.
@@ -86,12 +87,12 @@ def plot_training_curves(run, config, results, path, banner=None, subtitle=None,
             per_run = [rows for rows in (read_metrics_rows(r.metrics_path(model_id)) for r in runs) if rows]
             if not per_run:
                 continue
-            entry = next((m for m in results["models"] if m["id"] == model_id), {})
-            label = series_label({"id": model_id, "variant": variant, "depth": depth})
+            entry = results.model(model_id)
+            label = plots.Label(model_id, variant, depth)
             column = curve_column(per_run[0])
             if column:
                 curve_names.add(curve_set(config, column.removesuffix("_accuracy")))
-            legend = f"{depth} layers" + (" (diverged)" if entry.get("diverged") else "")
+            legend = f"{depth} layers" + (" (diverged)" if entry is not None and entry.diverged else "")
 
             def errors(rows, key):
                 return [row["epoch"] + 1 for row in rows], [100 * (1 - row.get(key, float("nan"))) for row in rows]
@@ -113,7 +114,7 @@ def plot_training_curves(run, config, results, path, banner=None, subtitle=None,
     return plots.curves(
         panels, xlabel="epoch", ylabel="error (%)", bottom=0, path=path, banner=banner, subtitle=subtitle,
         note=f"bold: train, dashed: {' / '.join(sorted(curve_names)) or 'none'}{bands}",
-        title=f"Training on {dataset_title(results.get('dataset', config.data))} (cf. He et al. 2015, Fig. 6)",
+        title=f"Training on {dataset_title(results.dataset or config.data)} (cf. He et al. 2015, Fig. 6)",
     )
 
 
@@ -138,7 +139,7 @@ def plot_lesions(config, results, path, banner=None, subtitle=None):
     depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
-    plots.lesion([error_percent(m["lesion"]) for m in entries], [series_label(m) for m in entries], path=path,
+    plots.lesion([error_percent(m.lesion) for m in entries], [series_label(m) for m in entries], path=path,
                  banner=banner, subtitle=_on_test_images(subtitle, config),
                  title=f"Trained depth-{depth} networks: test error with one block removed")
     return True
@@ -156,16 +157,16 @@ def plot_ensemble(config, results, directory, banner=None, subtitle=None):
     depth, entries = deepest_with(config, results, "ensemble")
     if entries:
         plots.block_deletion(
-            [error_percent(m["ensemble"]["deletion"]) for m in entries],
-            [error_percent(m["ensemble"]["swaps"]) for m in entries],
+            [error_percent(m.ensemble["deletion"]) for m in entries],
+            [error_percent(m.ensemble["swaps"]) for m in entries],
             [series_label(m) for m in entries], path=directory / "block_deletion.png", banner=banner,
             subtitle=_on_test_images(subtitle, config),
             title=f"Trained depth-{depth} networks: test error with blocks removed or swapped",
         )
         figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
-    with_paths = [m for m in entries if "paths" in m["ensemble"]]
+    with_paths = [m for m in entries if "paths" in m.ensemble]
     if with_paths:
-        plots.path_gradients([m["ensemble"]["paths"] for m in with_paths], [series_label(m) for m in with_paths],
+        plots.path_gradients([m.ensemble["paths"] for m in with_paths], [series_label(m) for m in with_paths],
                              path=directory / "paths.png", banner=banner,
                              subtitle=None if subtitle is None else f"{subtitle}; on {PATH_IMAGES} test images")
         figures.append(("Which paths carry the gradient (Veit et al. 2016)", "paths.png"))
@@ -178,7 +179,7 @@ def plot_landscape(config, results, directory, banner=None, subtitle=None):
     if not entries:
         return []
     plots.loss_landscape(
-        [m["landscape"] for m in entries], [series_label(m) for m in entries], path=directory / "loss_landscape.png",
+        [m.landscape for m in entries], [series_label(m) for m in entries], path=directory / "loss_landscape.png",
         banner=banner, title=f"Trained depth-{depth} networks: the training loss around their weights",
         subtitle=None if subtitle is None else
         f"{subtitle}; {config.landscape_steps} x {config.landscape_steps} points on {config.landscape_images} "
@@ -189,14 +190,14 @@ def plot_landscape(config, results, directory, banner=None, subtitle=None):
 def lesion_lines(results):
     """One line per trained model: intact accuracy and the worst single-block lesion."""
     lines = []
-    for entry in results["models"]:
-        study = entry.get("lesion")
+    for entry in results.models:
+        study = entry.lesion
         if not study:
             continue
         removable = [value for value in study["lesioned"] if value is not None]
         if removable:
             lines.append(
-                f"- `{entry['id']}`: intact {100 * study['intact']:.1f}%; one block removed: "
+                f"- `{entry.id}`: intact {100 * study['intact']:.1f}%; one block removed: "
                 f"median {100 * sorted(removable)[len(removable) // 2]:.1f}%, worst "
                 f"{100 * min(removable):.1f}% ({len(removable)} of {len(study['lesioned'])} blocks removable)"
             )
@@ -206,15 +207,15 @@ def lesion_lines(results):
 def results_table(results):
     """(headers, rows): one row per model, for summary.md and the end of the run in the terminal."""
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
-        status = (f"diverged at epoch {entry['diverged_epoch'] + 1}" if entry.get("diverged") else "ok")
+    for entry in sorted(results.models, key=lambda m: (m.variant, m.depth)):
+        status = (f"diverged at epoch {entry.diverged_epoch + 1}" if entry.diverged else "ok")
         rows.append([
-            entry["variant"], entry["depth"], format_value(entry["params"], "int"),
-            format_value(entry.get("train_error"), "percent"),
-            format_value(entry.get("val_error"), "percent"),
-            format_value(entry.get("test_error"), "percent"),
-            status, format_value(entry.get("seconds"), "seconds"),
-            format_value(entry.get("images_per_second"), "int"),
+            entry.variant, entry.depth, format_value(entry.params, "int"),
+            format_value(entry.train_error, "percent"),
+            format_value(entry.val_error, "percent"),
+            format_value(entry.test_error, "percent"),
+            status, format_value(entry.seconds, "seconds"),
+            format_value(entry.images_per_second, "int"),
         ])
     headers = ["variant", "depth", "parameters", "train error", "val error", "test error", "status",
                "time", "images/s"]
@@ -224,10 +225,10 @@ def results_table(results):
 def comparison_figures(results):
     """{figure: (value, unit)} that `compare` sets beside a reference run's (tracks/common/compare.py)."""
     figures = {}
-    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
-        figures[f"{entry['id']} training error"] = (entry.get("train_error"), "percent")
-        figures[f"{entry['id']} test error"] = (entry.get("test_error"), "percent")
-    for model_id, values in sorted((results.get("initialisation") or {}).items(), key=lambda item: id_order(item[0])):
+    for entry in sorted(results.models, key=lambda m: (m.variant, m.depth)):
+        figures[f"{entry.id} training error"] = (entry.train_error, "percent")
+        figures[f"{entry.id} test error"] = (entry.test_error, "percent")
+    for model_id, values in sorted((results.initialisation or {}).items(), key=lambda item: id_order(item[0])):
         figures[f"{model_id} gradient gain at initialisation"] = (values.get("gradient_gain"), "ratio")
     return figures
 
@@ -275,10 +276,10 @@ def write_summary(run, config, results, figures, banner=None):
     lines = [
         f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
         banner_markdown(banner),
-        f"Data: **{dataset_title(results.get('dataset'))}** ({results.get('train_images'):,} training images), "
+        f"Data: **{dataset_title(results.dataset)}** ({results.train_images:,} training images), "
         f"seed {config.seed}. "
-        f"Device: {results.get('device')}, precision {results.get('precision')}, "
-        f"XLA {'on' if results.get('xla') else 'off'}. {recipe_line(config)}\n",
+        f"Device: {results.device}, precision {results.precision}, "
+        f"XLA {'on' if results.xla else 'off'}. {recipe_line(config)}\n",
         "## Results\n",
         "Train error is the last epoch's running error on augmented batches, as in "
         "He et al.'s curves; test error is measured once at the end on the whole test set.\n",
@@ -299,8 +300,8 @@ def write_summary(run, config, results, figures, banner=None):
         LESION_NOTE,
         *([LANDSCAPE_NOTE] if any(name == "loss_landscape.png" for _, name in figures) else []),
         "## Instruments at initialisation\n",
-        initialisation_table(results.get("initialisation", {})) + "\n",
-        instrument_notes(results.get("initialisation", {})),
+        initialisation_table(results.initialisation or {}) + "\n",
+        instrument_notes(results.initialisation or {}),
         dynamics_cost_line(results),
         "## Lesion study (test accuracy)\n",
         "\n".join(lesion_lines(results)) + "\n",
@@ -319,12 +320,12 @@ def seeds_table(results):
         return format_value(value, "percent")
 
     rows = []
-    for entry in sorted(results["models"], key=lambda m: (m["variant"], m["depth"])):
-        diverged = entry.get("diverged_seeds") or []
+    for entry in sorted(results.models, key=lambda m: (m.variant, m.depth)):
+        diverged = entry.diverged_seeds
         rows.append([
-            entry["variant"], entry["depth"], format_value(entry.get("params"), "int"),
-            *(spread_cell(entry.get(metric), entry.get(f"{metric}_std"), percent) for metric in SEED_METRICS),
-            ", ".join(map(str, entry["seeds"])),
+            entry.variant, entry.depth, format_value(entry.params, "int"),
+            *(spread_cell(getattr(entry, metric), entry.std(metric), percent) for metric in SEED_METRICS),
+            ", ".join(map(str, entry.seeds)),
             "diverged on seed " + ", ".join(map(str, diverged)) if diverged else "ok",
         ])
     return ["variant", "depth", "parameters", "train error", "val error", "test error", "seeds", "status"], rows
@@ -333,12 +334,12 @@ def seeds_table(results):
 def seeds_report(seed_runs, ctx):
     """results.json, training_curves.png (mean +- std bands) and summary.md of a `--seeds` run; its last lines."""
     run, config, banner, plot_banner = ctx.run, ctx.config, ctx.data.banner, ctx.data.plot_banner
-    per_seed = [(seed, child.read_results()) for seed, child in seed_runs]
+    per_seed = [(seed, VisionResults.from_json(child.read_results())) for seed, child in seed_runs]
     results = write_seeds_results(run, "vision", config, per_seed, SEED_METRICS,
                                   keys=("variant", "depth", "num_classes"))
     first = per_seed[0][1]
-    subtitle = (f"{dataset_title(first.get('dataset'))}, seeds {','.join(map(str, config.seeds))}: "
-                f"{first.get('train_images'):,} training images, {config.epochs} epochs, width {config.width} "
+    subtitle = (f"{dataset_title(first.dataset)}, seeds {','.join(map(str, config.seeds))}: "
+                f"{first.train_images:,} training images, {config.epochs} epochs, width {config.width} "
                 f"({config.preset} preset)")
     plot_training_curves(run, config, results, run.path / "training_curves.png", plot_banner, subtitle,
                          runs=[child for _, child in seed_runs])
@@ -346,9 +347,9 @@ def seeds_report(seed_runs, ctx):
     write_seeds_summary(
         run, title=f"Vision run over {len(config.seeds)} seeds: plain vs residual networks ({config.preset} preset)",
         banner=banner,
-        description=(f"Data: **{dataset_title(first.get('dataset'))}** ({first.get('train_images'):,} training "
+        description=(f"Data: **{dataset_title(first.dataset)}** ({first.train_images:,} training "
                      f"images), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
-                     f"(its initialisation, training subset and batch order). Device: {first.get('device')}. "
+                     f"(its initialisation, training subset and batch order). Device: {first.device}. "
                      f"{recipe_line(config)} Train error is the last epoch's running "
                      "error on augmented batches; test error the whole test set, at the end."
                      + (f"\n\n**{rate}**" if (rate := training_rate_sentence(per_seed)) else "")),

@@ -14,6 +14,7 @@ worse (the degradation problem), deeper residual networks train better.
 """
 
 from tracks.common.track import Track, part
+from tracks.vision.results import VisionResults
 from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
 from tracks.vision.source import CIFAR10_HOST
 
@@ -44,6 +45,7 @@ TRACK = Track(
     report=part("tracks.vision.report:report"),
     seeds_report=part("tracks.vision.report:seeds_report"),
     figures=part("tracks.vision.report:comparison_figures"),
+    results=VisionResults,  # results.json, typed: results.py
     findings=part("tracks.vision.findings:vision_findings"),
     diagnose_preset="mechanism",  # `diagnose --preset quick` measures the quick grid instead
     diagnose_title="Vision networks at initialisation",
