@@ -146,3 +146,22 @@ def test_ctrl_c_in_training_is_one_line_exit_130_and_the_run_is_kept_unlocked(na
     assert code == 130 and f"--resume {tmp_path / 'run'}" in err and err.count("\n") == 1, err
     assert len(created) == 1 and not created[0].locked
     assert (tmp_path / "run" / "config.json").exists()  # kept: --resume continues it
+
+
+def test_a_track_of_only_its_required_parts_runs(tmp_path):
+    """The optional parts' defaults (no checks, no sample limits, no estimate, no run fields) make a run."""
+    import dataclasses
+
+    from tracks.common.track import Track
+
+    toy = _track("toy")
+    required = {field.name: getattr(toy, field.name) for field in dataclasses.fields(Track)
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
+    bare = Track(**required, results=toy.results)
+    assert bare.resources(toy.presets["smoke"]) is None and bare.sample_limits(None) == []
+    code, out, err = _run(bare, ["--preset", "smoke", "--out", tmp_path / "run"])
+    assert code == 0, err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert sorted(entry["id"] for entry in results["models"]) == sorted(spec.id for spec in toy.grid(
+        toy.presets["smoke"]))
+    assert "estimated time" not in out and "report with figures:" in out

@@ -71,10 +71,9 @@ def estimate_seconds(track, ctx):
     """The time this run (one seed) is expected to take on its device, or None."""
     import dataclasses
 
-    if track.resources is None:
-        return None
     one_seed = dataclasses.replace(ctx.config, seeds=()) if hasattr(ctx.config, "seeds") else ctx.config
-    return track.resources(one_seed, ctx.data, accelerator=ctx.runtime.accelerator).cpu_seconds
+    estimate = track.resources(one_seed, ctx.data, accelerator=ctx.runtime.accelerator)
+    return None if estimate is None else estimate.cpu_seconds
 
 
 def train_one_run(track, ctx):

@@ -104,6 +104,11 @@ def no_sample_limits(ctx):
     return []
 
 
+def no_estimate(config, data=None, accelerator=False):
+    """The default `resources`: no estimate (the run is never refused, no time is printed)."""
+    return None
+
+
 def no_run_fields(ctx):
     """The default `run_fields`: nothing besides the fields every results.json has."""
     return {}
@@ -183,7 +188,7 @@ class Track:
     check: Callable = no_check
     sample_limits: Callable = no_sample_limits
     data_title: Callable = source_title
-    resources: Optional[Callable] = None
+    resources: Callable = no_estimate
     run_fields: Callable = no_run_fields
     commands: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
     default_preset: str = "quick"
