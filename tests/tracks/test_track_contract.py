@@ -18,6 +18,7 @@ import pytest
 
 from tracks.common import cli
 from tracks.common import run as run_module
+from tracks.common.results import SCHEMA
 from tracks.common.run_dir import RunDirectory
 
 TRACKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "tracks"
@@ -90,6 +91,7 @@ def test_a_run_has_an_entry_per_model_a_summary_resumes_finished_and_compares(na
     results = json.loads((run_dir / "results.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
     assert results["track"] == config["track"] == track.name
+    assert results["schema"] == SCHEMA  # a new run says which format it wrote
     assert results["dataset_title"] and "/" not in results["dataset_title"]
     assert results["initialisation"]  # the instruments at initialisation
     expected = [spec.id for spec in track.grid(config_from_dict(track.config_cls, config))]

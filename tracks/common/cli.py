@@ -117,12 +117,13 @@ def diagnose_command(track, argv, environment):
         from tracks.common import instruments
         from tracks.common.run import measure_at_initialisation
         from tracks.common.runtime import setup_runtime
+        from tracks.common.results import SCHEMA
         from tracks.common.track import RunContext
 
         setup_runtime("fp32", "off", "none", seed=config.seed)
         ctx = RunContext(config, run, data)
         summary = measure_at_initialisation(track, ctx, track.grid(config), diagnose=True)
-        run.update_results(track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
+        run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
                            banner=data.banner, initialisation=summary)
         instruments.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
         log(f"done: {run.path / 'summary.md'}")

@@ -31,6 +31,7 @@ from tracks.common.options import train_parser
 from tracks.common.process import configure_process
 from tracks.common.resume import resolve_config
 from tracks.common.run_dir import RunDirectory
+from tracks.common.results import SCHEMA
 from tracks.common.run import load
 from tracks.common.track import GridModel, RunContext
 
@@ -355,7 +356,7 @@ def _measure(run, track, config, measurement, blocks, output_index, args):
         fail("; ".join(f"the measurements of {', '.join(labels)} {problem}" for problem, labels in broken.items())
              + "; nothing was written")
         return 1
-    run.update_results(track=f"{track.name}-diagnose", dataset=None if data is None else data.name,
+    run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=None if data is None else data.name,
                        banner=None if data is None else data.banner, saved_models=described,
                        targets=targets, measured=summary)
     where = (f"random inputs of shape {shape}" if shape is not None

@@ -1,18 +1,20 @@
 """What a run's results.json holds, typed: `RunResults` with one `ModelResult` per trained model.
 
-results.json is written and read through `RunResults.to_json` and
+Each trained model's entry is written with `ModelResult.to_json`
+(training.run_grid) and a whole results.json read with
 `RunResults.from_json`; every reader (a track's report and findings,
 `compare`, `--seeds`, the docs scripts) gets these objects, not the dict.
 Each track subclasses `ModelResult` with what it measures and `RunResults`
 with its own run-level fields (tracks/<track>/results.py), and names the
 latter in its `Track` (`Track.results`).
 
-The format is versioned: `SCHEMA` is written as "schema"; a results.json
-without one is version 1, the format of every run before the field existed
-(docs/reference/ holds such runs, read unchanged). A field that is absent
-stays absent when written back, so a file read and written again is the
-same JSON. A key that no field declares is kept in `extra` and written back:
-a newer run read by an older package loses nothing.
+The format is versioned: a new run writes `SCHEMA` as "schema" (run.py,
+seeds.py, diagnose); a results.json without one is version 1, the format
+of every run before the field existed (docs/reference/ holds such runs,
+read unchanged). A field that is absent stays absent when written back, so
+a file read and written again is the same JSON. A key that no field
+declares is kept in `extra` and written back: a newer run read by an older
+package loses nothing.
 """
 
 import dataclasses
@@ -76,6 +78,16 @@ class _Record:
         self._read = frozenset(data)
         return self
 
+    @classmethod
+    def from_json(cls, data):
+        """The record of `data` (a results.json object); ResultsFormatError if a required field is missing."""
+        values, extra = cls._values(data)
+        return cls(**values, extra=extra)._remember(data)
+
+    def to_json(self):
+        """The JSON object of the record (see `_json`)."""
+        return self._json()
+
 
 @dataclasses.dataclass
 class ModelResult(_Record):
@@ -108,14 +120,6 @@ class ModelResult(_Record):
     extra: dict = dataclasses.field(default_factory=dict, repr=False)
     _read: Optional[frozenset] = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, data):
-        values, extra = cls._values(data)
-        return cls(**values, extra=extra)._remember(data)
-
-    def to_json(self):
-        return self._json()
-
 
 @dataclasses.dataclass
 class SeedSpread(_Record):
@@ -141,14 +145,6 @@ class SeedSpread(_Record):
     diverged: bool = False
     extra: dict = dataclasses.field(default_factory=dict, repr=False)
     _read: Optional[frozenset] = dataclasses.field(default=None, init=False, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, data):
-        values, extra = cls._values(data)
-        return cls(**values, extra=extra)._remember(data)
-
-    def to_json(self):
-        return self._json()
 
     def __getattr__(self, name):
         extra = self.__dict__.get("extra") or {}

@@ -6,6 +6,7 @@ and `--seeds` (seeds.py) reuse them.
 """
 
 from tracks.common.console import announce
+from tracks.common.results import SCHEMA
 from tracks.common.track import GridModel, RunContext
 
 
@@ -87,7 +88,7 @@ def train_one_run(track, ctx):
     ctx = ctx.replace(runtime=runtime)
     specs = track.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(track, ctx), data.description)
-    run.update_results(track=track.name, preset=config.preset, dataset=data.name, dataset_title=data.title,
+    run.update_results(schema=SCHEMA, track=track.name, preset=config.preset, dataset=data.name, dataset_title=data.title,
                        banner=data.banner, **track.run_fields(ctx), **runtime.describe())
     if "initialisation" not in run.read_results():
         run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))

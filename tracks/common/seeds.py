@@ -22,6 +22,7 @@ import numpy as np
 
 from tracks.common.config import config_to_dict, write_json
 from tracks.common.console import log
+from tracks.common.results import SCHEMA
 from tracks.common.run import load, train_one_run
 from tracks.common.run_dir import RunDirectory, read_json
 from tracks.common.track import RunContext
@@ -220,7 +221,7 @@ def write_seeds_results(run, track, config, per_seed, metrics, keys, extra=None)
     first = per_seed[0][1]
     recorded = first.to_json()
     results = {
-        "track": track, "preset": config.preset, "seeds": list(config.seeds),
+        "schema": SCHEMA, "track": track, "preset": config.preset, "seeds": list(config.seeds),
         "dataset": first.dataset, "dataset_title": first.dataset_title, "banner": first.banner,
         **{key: recorded[key] for key in ("device", "precision", "xla", "strategy", "train_images")
            if key in recorded},
