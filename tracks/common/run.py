@@ -72,7 +72,7 @@ def estimate_seconds(track, ctx):
     """The time this run (one seed) is expected to take on its device, or None."""
     import dataclasses
 
-    one_seed = dataclasses.replace(ctx.config, seeds=()) if hasattr(ctx.config, "seeds") else ctx.config
+    one_seed = dataclasses.replace(ctx.config, seeds=())  # every config has seeds: seeds.train reads them
     estimate = track.resources(one_seed, ctx.data, accelerator=ctx.runtime.accelerator)
     return None if estimate is None else estimate.cpu_seconds
 
