@@ -24,11 +24,10 @@ from typing import Any, Callable
 
 import keras
 
-from residual_keras._conv_block import NORMS
 from residual_keras.checks import check_choice
 from residual_keras.fixup import FixupBasicBlock
 from residual_keras.preact_blocks import PreActBasicBlock
-from residual_keras.resnet_blocks import BasicBlock
+from residual_keras.resnet_blocks import NORMS, BasicBlock
 from residual_keras.shortcuts import SHORTCUTS
 
 BlockMaker = Callable[..., keras.layers.Layer]

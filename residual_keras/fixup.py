@@ -247,8 +247,12 @@ class FixupBasicBlock(BlockLayer):
             return inputs
         return self.shortcut_layer(self.bias1(inputs))
 
+    def call(self, inputs: ArrayLike) -> Any:
+        y = self.shortcut_path(inputs) + self.branch(inputs)  # x + f(x), f exactly 0 at initialisation
+        return self.activation(y) if self.final_activation else y  # ReLU(x + f(x))
+
     def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
-        """One step, `ReLU(shortcut(x) + f(x))` (f exactly 0 at initialisation): the block's call."""
+        """For the instruments, the addition `call` writes: one step, `ReLU(shortcut(x) + f(x))`."""
         return [ResidualStep("", branch=self.branch, shortcut=self.shortcut_path,
                              post=self.activation if self.final_activation else None, training=training)]
 

@@ -33,11 +33,15 @@ layers. `norm="none"` drops both BatchNorms (the convolutions get biases).
 to drop.
 """
 
+import functools
+from typing import Any, Optional
+
 import keras
 import numpy as np
 
-from residual_keras._conv_block import ConvBlockBase
-from residual_keras._types import IntOrPair
+from residual_keras.resnet_blocks import ConvBlockBase
+from residual_keras.steps import ResidualStep
+from residual_keras._types import ArrayLike, IntOrPair
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -107,6 +111,21 @@ class PreActBasicBlock(ConvBlockBase):
         """The residual function f(x) = conv2(ReLU(BN(conv1(ReLU(BN(x))))))."""
         x = self.conv1(self._norm_activation(self.norm1, inputs, training))
         return self.conv2(self._norm_activation(self.norm2, x, training))
+
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
+        update = self.branch(inputs, training)  # f(x)
+        if not self.residual:
+            return update  # the plain twin: x_{l+1} = f(x_l)
+        return self.shortcut_path(inputs, training) + update  # x_{l+1} = x_l + f(x_l): nothing after the addition
+
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """For the instruments, the addition `call` writes: one step, `shortcut(x) + f(x)` (plain: `f(x)`)."""
+        return [ResidualStep(
+            "",
+            branch=functools.partial(self.branch, training=training),
+            shortcut=functools.partial(self.shortcut_path, training=training) if self.residual else None,
+            training=training,
+        )]
 
     def identity_scale(self):
         """The norm of the last kernel with zero_init_last=True (0 at initialisation), else None."""

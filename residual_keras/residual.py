@@ -16,12 +16,13 @@ shortcut and nothing after the addition, `I + df/dx`.
 `identity_init=True` scales the branch by a trainable scalar that starts at 0
 (ReZero, Bachlechner et al. 2020), so the block starts as `post(shortcut(x))`.
 
-The block states its residual once, as the residual protocol says
-(residual_keras/steps.py): `residual_steps()` gives the step, and
-`BlockLayer`, the base of every block, derives `call` from it.
+`call` writes the addition; `residual_steps()` (the residual protocol,
+residual_keras/steps.py) gives the instruments the same branch, shortcut and
+`post`.
 """
 
-from typing import Optional
+import functools
+from typing import Any, Optional
 
 import keras
 from keras import layers, ops
@@ -154,12 +155,28 @@ class Residual(BlockLayer):
         extra = {"mask": mask} if mask is not None and _accepts(self.shortcut, "mask") else {}
         return ops.cast(self.shortcut(x, training=training, **extra), self.compute_dtype)
 
+    def _post(self, y, training=None):
+        """post(y): a layer is called with `training`, its output kept in the stream's dtype."""
+        if self.post is None:
+            return y
+        if isinstance(self.post, layers.Layer):
+            return ops.cast(self.post(y, training=training), y.dtype)
+        return self.post(y)
+
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None, mask: Optional[ArrayLike] = None) -> Any:
+        update = self._branch(inputs, training, mask)  # f(x) (alpha * f(x) with identity_init)
+        if self.residual:
+            y = self._shortcut(inputs, training, mask) + update  # shortcut(x) + f(x)
+        else:
+            y = update  # the plain twin: f(x)
+        return self._post(y, training)  # post(...): ReLU, LayerNorm, or nothing
+
     def residual_steps(self, training: Optional[bool] = False, mask: Optional[ArrayLike] = None) -> list[ResidualStep]:
-        """One step, `post(shortcut(x) + f(x))` (alpha * f(x) with identity_init): the block's call."""
+        """For the instruments, the addition `call` writes: one step, `post(shortcut(x) + f(x))`."""
         return [ResidualStep(
             "",
-            branch=lambda x: self._branch(x, training, mask),
-            shortcut=(lambda x: self._shortcut(x, training, mask)) if self.residual else None,
+            branch=functools.partial(self._branch, training=training, mask=mask),
+            shortcut=functools.partial(self._shortcut, training=training, mask=mask) if self.residual else None,
             post=self.post,  # a layer is called with `training`, its output cast to the stream's dtype
             training=training,
         )]

@@ -25,23 +25,161 @@ As in keras-hub and torchvision, `kernel_size`, `activation` and tuple
 `strides` are arguments, and `data_format="channels_first"` puts the
 channels on axis 1 (the convolutions, the BatchNorms' axis and the
 shortcut follow it).
+
+`ConvBlockBase`, at the top, holds what every CIFAR block shares (its
+arguments and their checks, the shortcut, the config; `PreActBasicBlock`
+in preact_blocks.py builds on it too); each block below builds its branch
+`f(x)` and writes its addition in its own `call`.
 """
+
+import functools
+from typing import Any, Optional
 
 import keras
 import numpy as np
 
-from residual_keras.checks import check_bool, check_positive_int
-from residual_keras._conv_block import ConvBlockBase
-from residual_keras._types import IntOrPair
+from residual_keras.checks import (
+    check_bool,
+    check_choice,
+    check_data_format,
+    check_image_input,
+    check_pair,
+    check_positive_int,
+    strided_output_shape,
+)
+from residual_keras._conv_layers import batch_norm, conv2d
+from residual_keras._initializers import clone_initializer
+from residual_keras.steps import BlockLayer, ResidualStep
+from residual_keras._types import Activation, ArrayLike, InitializerLike, IntOrPair, RegularizerLike
+from residual_keras.shortcuts import SHORTCUTS, make_shortcut
+from residual_keras._spellings import CONV_BLOCK, refuse_other_spellings
+
+NORMS = ("batchnorm", "none")
+
+
+class ConvBlockBase(BlockLayer):
+    """The arguments, shortcut and config every CIFAR ResNet block shares (PreActBasicBlock's too).
+
+    Subclasses build their branch in `build_branch(input_shape)`, write
+    `branch(x)` (the residual function f), and write their residual in
+    `call` with `shortcut_path(x)` (and `residual_steps`, the same
+    addition for the instruments). `output_channels` is `filters` unless a
+    subclass says otherwise.
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        strides: IntOrPair = 1,
+        *,
+        kernel_size: IntOrPair = 3,
+        activation: Activation = "relu",
+        residual: bool = True,
+        shortcut: str = "A",
+        norm: str = "batchnorm",
+        kernel_initializer: InitializerLike = "he_normal",
+        kernel_regularizer: RegularizerLike = None,
+        norm_momentum: float = 0.9,
+        norm_epsilon: float = 1e-5,
+        data_format: Optional[str] = None,
+        **kwargs,
+    ) -> None:
+        refuse_other_spellings(self.__class__.__name__, kwargs, CONV_BLOCK)
+        super().__init__(**kwargs)
+        self.filters = check_positive_int("filters", filters)
+        self.strides = check_pair("strides", strides)
+        self.kernel_size = check_pair("kernel_size", kernel_size)
+        self.activation = keras.activations.get(activation)
+        self.data_format = check_data_format(data_format)
+        if not isinstance(residual, bool):
+            raise ValueError(f"residual must be True or False, got {residual!r}.")
+        self.residual = residual
+        self.shortcut = check_choice("shortcut", shortcut, SHORTCUTS)
+        self.norm = check_choice("norm", norm, NORMS)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.norm_momentum = norm_momentum
+        self.norm_epsilon = norm_epsilon
+
+    @property
+    def output_channels(self):
+        return self.filters
+
+    def _conv(self, name, filters, kernel_size, strides, input_shape, initializer=None):
+        """A branch convolution: no bias before a BatchNorm, a bias in an unnormalised block."""
+        initializer = initializer or clone_initializer(self.kernel_initializer)
+        return conv2d(self, name, filters, kernel_size, strides, input_shape, initializer,
+                      use_bias=self.norm == "none")
+
+    def _norm(self, name, input_shape, gamma_initializer="ones"):
+        """A branch BatchNorm, or None in an unnormalised block."""
+        return None if self.norm == "none" else batch_norm(self, name, input_shape, gamma_initializer)
+
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
+        self.build_branch(input_shape)
+        self.shortcut_layer = None
+        if self.residual:
+            self.shortcut_layer = make_shortcut(
+                self.shortcut,
+                input_shape,
+                self.output_channels,
+                self.strides,
+                dtype=self.dtype_policy,
+                data_format=self.data_format,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                kernel_regularizer=self.kernel_regularizer,
+                norm_momentum=self.norm_momentum,
+                norm_epsilon=self.norm_epsilon,
+                norm=self.norm,
+            )
+            if self.shortcut_layer is not None:
+                self.shortcut_layer.build(input_shape)
+
+    def build_branch(self, input_shape):
+        raise NotImplementedError
+
+    def branch(self, inputs, training=None):
+        """The residual function `f(x)`."""
+        raise NotImplementedError
+
+    def shortcut_path(self, inputs, training=None):
+        """shortcut(x): the identity, or option A/B where the shape changes."""
+        if self.shortcut_layer is None:
+            return inputs
+        return self.shortcut_layer(inputs, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return strided_output_shape(input_shape, self.strides, self.output_channels, self.data_format)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "strides": self.strides,
+                "kernel_size": self.kernel_size,
+                "activation": keras.activations.serialize(self.activation),
+                "data_format": self.data_format,
+                "residual": self.residual,
+                "shortcut": self.shortcut,
+                "norm": self.norm,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "norm_momentum": self.norm_momentum,
+                "norm_epsilon": self.norm_epsilon,
+            }
+        )
+        return config
 
 
 class _ConvBlock(ConvBlockBase):
     """What `BasicBlock` and `BottleneckBlock` share: `activation(f(x) + shortcut(x))`.
 
     Subclasses create their branch's conv/BN pairs in `build_branch()` with
-    `self._conv_bn(...)` and compute the branch in `branch()`; the step adds
-    the shortcut, then the final activation (`after_addition`). The arguments every CIFAR block
-    takes are checked in `ConvBlockBase` (_conv_block.py).
+    `self._conv_bn(...)`, compute the branch in `branch()` and write the
+    addition in `call()`. The arguments every CIFAR block takes are checked
+    in `ConvBlockBase` (above).
     """
 
     def __init__(
@@ -85,10 +223,19 @@ class _ConvBlock(ConvBlockBase):
         x = conv(x)
         return x if norm is None else norm(x, training=training)
 
-    @property
-    def after_addition(self):
-        """`activation` (ReLU) with final_activation=True, else None."""
-        return self.activation if self.final_activation else None
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """For the instruments, the addition `call` writes: one step, `ReLU(shortcut(x) + f(x))`.
+
+        `post` is the final activation (nothing with final_activation=False),
+        and the plain twin's step has no shortcut: `ReLU(f(x))`.
+        """
+        return [ResidualStep(
+            "",
+            branch=functools.partial(self.branch, training=training),
+            shortcut=functools.partial(self.shortcut_path, training=training) if self.residual else None,
+            post=self.activation if self.final_activation else None,
+            training=training,
+        )]
 
     def identity_scale(self):
         """Mean |gamma| of the branch's last BatchNorm with zero_gamma=True (0 at first), else None.
@@ -179,6 +326,11 @@ class BasicBlock(_ConvBlock):
         x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
         return self._conv_norm(self.conv2, self.norm2, x, training)
 
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
+        update = self.branch(inputs, training)  # f(x)
+        y = self.shortcut_path(inputs, training) + update if self.residual else update  # x + f(x); plain: f(x)
+        return self.activation(y) if self.final_activation else y  # ReLU(x + f(x)), He et al. 2015
+
 
 @keras.saving.register_keras_serializable(package="residual_keras")
 class BottleneckBlock(_ConvBlock):
@@ -245,7 +397,15 @@ class BottleneckBlock(_ConvBlock):
         x = self.activation(self._conv_norm(self.conv2, self.norm2, x, training))
         return self._conv_norm(self.conv3, self.norm3, x, training)
 
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
+        update = self.branch(inputs, training)  # f(x)
+        y = self.shortcut_path(inputs, training) + update if self.residual else update  # x + f(x); plain: f(x)
+        return self.activation(y) if self.final_activation else y  # ReLU(x + f(x)), He et al. 2015
+
     def get_config(self):
         config = super().get_config()
         config["expansion"] = self.expansion
         return config
+
+
+__all__ = ["NORMS", "BasicBlock", "BottleneckBlock", "ConvBlockBase"]

@@ -1,4 +1,4 @@
-"""The residual protocol: a block says once what it computes, as residual steps.
+"""The residual protocol: what the instruments read of a block, beside the call that computes it.
 
 A block computes one or more residual additions in a row, each
 
@@ -8,16 +8,21 @@ A block computes one or more residual additions in a row, each
 has two, attention then feed-forward, with a LayerNorm after each addition
 in Post-LN). A plain twin's step has no shortcut: `post(branch(x))`.
 
-A block states its steps in one method,
+A block writes that formula in its own `call`, where a student reads it:
+
+    def call(self, x, training=None):
+        return self.activation(self.shortcut_path(x, training) + self.branch(x, training))
+
+and lists the same additions, for the instruments (`residual_keras.diagnostics`), in
 
     residual_steps(*call_args, training=False, **call_kwargs) -> list[ResidualStep]
 
 whose arguments are those its `call` receives after the input (masks, for
-instance), and `training`. `BlockLayer`, the generic base of every block of
-the package, derives `call` from it: the block computes exactly what its
-steps say, in training and in inference, so the instruments
-(`residual_keras.diagnostics`), which read the steps in inference mode,
-measure what the block computes.
+instance), and `training`; each step holds the block's own branch and
+shortcut methods, so that the instruments measure what the block computes.
+One test over every block of the package keeps the two equal
+(tests/library/test_block_layer.py); `check_residual_steps(layer, x)`, or
+`BlockLayer.check_steps(x)`, checks a block of one's own.
 
 Two methods are optional:
 
@@ -28,15 +33,9 @@ Two methods are optional:
 - `lesioned(*call_args, **call_kwargs) -> function`: what the block computes
   with its branches removed (Veit et al. 2016). Without it, each residual
   step becomes `post(shortcut(x))`.
-
-A layer of one's own that writes its own `call` can implement
-`residual_steps` too (every instrument then measures it);
-`check_residual_steps(layer, x)` checks that the two agree. Subclassing
-`BlockLayer` instead leaves nothing to check.
 """
 
 import dataclasses
-import inspect
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -86,9 +85,6 @@ class ResidualStep:
         training: the mode Keras layers among them are called in: False
             (inference, the default, what the instruments read), True, or
             None (Keras' learning phase).
-        extra: None, or the name of an extra output of the step (such as
-            "attention_scores"): `branch` then returns `(f(x), extra)`, and
-            a `BlockLayer`'s call returns `(y, extra)`.
 
     Example:
         >>> step = ResidualStep("", branch=lambda x: 2 * x)
@@ -101,24 +97,17 @@ class ResidualStep:
     shortcut: Optional[Callable[[Any], Any]] = identity
     post: Optional[Callable[[Any], Any]] = None
     training: Optional[bool] = False
-    extra: Optional[str] = None
 
     @property
     def residual(self) -> bool:
         """True when the step adds its shortcut (False: a plain twin's step)."""
         return self.shortcut is not None
 
-    def outputs(self, x):
-        """(y, the extra output or None): what the step computes from `x`."""
-        update = _apply(self.branch, x, self.training)
-        extra = None
-        if self.extra is not None:
-            update, extra = update
-        y = update if self.shortcut is None else _apply(self.shortcut, x, self.training) + update
-        return self._after(y), extra
-
     def __call__(self, x):
-        return self.outputs(x)[0]
+        """`post(shortcut(x) + branch(x))`, or `post(branch(x))` for a plain step."""
+        update = _apply(self.branch, x, self.training)
+        y = update if self.shortcut is None else _apply(self.shortcut, x, self.training) + update
+        return self._after(y)
 
     def _after(self, y):
         """post(y); a layer's output keeps the stream's dtype (under a mixed policy too)."""
@@ -173,84 +162,49 @@ def run_steps(steps: Sequence[ResidualStep], x: ArrayLike) -> Any:
 
 
 class BlockLayer(SublayersShown, layers.Layer):
-    """The generic base of a block: write `residual_steps`, and `call` runs them.
+    """The base of a residual block of your own: you write `call`, the formula, and `residual_steps`.
 
-    A subclass builds its layers (in `build` or `__init__`) and states its
-    residual once, in `residual_steps(*call_args, training=False,
-    **call_kwargs)`; its `call` runs those steps one after another, so the
-    block and what the instruments read can never differ. The call takes
-    the arguments `residual_steps` takes, after the input, and passes them
-    on (`training` defaults to None there, Keras' learning phase; a
-    `mask` argument receives Keras' mask). A step with an `extra` output
-    (attention scores) makes the call return `(y, extra, ...)`.
-
-    A subclass that writes its own `call` keeps it (then
-    `check_residual_steps` checks that its steps agree with it).
+    A block writes its residual where a reader looks, in its own `call`
+    (`return x + self.f(x)`), and lists the same additions in
+    `residual_steps(training=False, ...)` for the instruments: each
+    `ResidualStep` holds the block's own branch (and shortcut, and what
+    follows the addition), so the instruments measure what `call`
+    computes. `check_steps(x)` checks that the two agree; run it once on
+    your block. `BlockLayer` has no `call` of its own, and adds to
+    `keras.layers.Layer` only `check_steps` and a `layers` list (so that
+    `model.summary(expand_nested=True)` opens the block). Every block of
+    the package is a `BlockLayer`.
 
     Args:
         **kwargs: the base `keras.layers.Layer` arguments (`name`, `dtype`,
             `trainable`); a subclass adds its own in `__init__`.
 
     Call arguments:
-        inputs: the block's input, the stream `x`.
-        training: passed to `residual_steps`, and by each step to the Keras
-            layers in it (None: Keras' learning phase).
-        the other arguments of the subclass's `residual_steps` (masks, for
-            instance), by the same names.
+        those of your `call`: the stream `x` first, then, if the block uses
+            them, `training` and `mask` (Keras passes them by these names);
+            `residual_steps` takes the same ones after `x`.
 
     Example:
         >>> class Damped(BlockLayer):  # y = x + 0.1 f(x)
         ...     def build(self, input_shape):
         ...         self.f = keras.layers.Dense(input_shape[-1])
-        ...     def residual_steps(self, training=False, **call_kwargs):
-        ...         return [ResidualStep("", branch=lambda x: 0.1 * self.f(x))]
-        >>> Damped()(keras.ops.ones((2, 4))).shape
+        ...     def branch(self, x):
+        ...         return 0.1 * self.f(x)
+        ...     def call(self, x):
+        ...         return x + self.branch(x)
+        ...     def residual_steps(self, training=False):
+        ...         return [ResidualStep("", branch=self.branch)]
+        >>> block = Damped()
+        >>> tuple(block(keras.ops.ones((2, 4))).shape)
         (2, 4)
+        >>> block.check_steps(keras.random.normal((2, 4))) < 1e-6
+        True
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "call" not in vars(cls) and "residual_steps" in vars(cls):
-            cls.call = _call_from_steps(cls.residual_steps)
-
-    def call(self, inputs: ArrayLike, *call_args: Any, training: Optional[bool] = None,
-             mask: Optional[ArrayLike] = None, **call_kwargs: Any) -> Any:
-        if mask is not None:
-            call_kwargs["mask"] = mask
-        return _run_block(self, inputs, *call_args, training=training, **call_kwargs)
-
-
-def _run_block(block, inputs, *call_args, **call_kwargs):
-    """The block's steps for these call arguments, one after another: `y`, or `(y, extra, ...)`."""
-    x, extras = inputs, []
-    for step in residual_steps(block, *call_args, **call_kwargs):
-        x, extra = step.outputs(x)
-        if step.extra is not None:
-            extras.append(extra)
-    return (x, *extras) if extras else x
-
-
-def _call_from_steps(steps_method):
-    """A `call(self, inputs, <residual_steps' arguments>)` that runs the steps.
-
-    Keras reads a layer's call signature to pass `training` and `mask` and
-    to tell tensor arguments from options, so the call states each argument
-    `residual_steps` takes, by name (`training` with the default None).
-    """
-    parameters = list(inspect.signature(steps_method).parameters.values())
-    inputs = inspect.Parameter("inputs", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ArrayLike)
-    rest = [parameter.replace(default=None) if parameter.name == "training" else parameter
-            for parameter in parameters[1:]]
-
-    def call(self, inputs, *call_args, **call_kwargs):
-        return _run_block(self, inputs, *call_args, **call_kwargs)
-
-    call.__signature__ = inspect.Signature([parameters[0], inputs, *rest], return_annotation=Any)
-    call.__annotations__ = {**getattr(steps_method, "__annotations__", {}), "inputs": ArrayLike, "return": Any}
-    call.__doc__ = ("Runs the block's residual steps on `inputs` (see `residual_steps` for the other "
-                    "arguments): `y`, or `(y, extra, ...)` when a step has an extra output.")
-    call.__qualname__ = f"{steps_method.__qualname__.rsplit('.', 1)[0]}.call"
-    return call
+    def check_steps(self, x: ArrayLike, *call_args: Any, training: bool = False, tolerance: float = 1e-4,
+                    **call_kwargs: Any) -> float:
+        """Checks that `residual_steps()` computes what `call` computes on `x`: `check_residual_steps(self, x)`."""
+        return check_residual_steps(self, x, *call_args, training=training, tolerance=tolerance, **call_kwargs)
 
 
 def identity_scale(block: layers.Layer) -> Optional[float]:
@@ -285,17 +239,20 @@ def lesioned(block: layers.Layer, *call_args: Any, **call_kwargs: Any) -> tuple[
     return without_branches, " then ".join(step.describe_without_branch() for step in steps)
 
 
-def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tolerance: float = 1e-4,
-                         **call_kwargs: Any) -> float:
-    """Checks that `block`'s residual steps compute what `block` computes on `x` (inference mode).
+def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, training: bool = False,
+                         tolerance: float = 1e-4, **call_kwargs: Any) -> float:
+    """Checks that `block`'s residual steps compute what its `call` computes on `x`.
 
-    For a layer that writes its own `call` beside `residual_steps` (a
-    `BlockLayer` derives its call from its steps). Returns the largest
-    absolute difference; raises `ValueError` when it is above `tolerance`
-    times the output's largest entry (at least 1).
+    The block is called on `x` (with `training`, and the other call
+    arguments given), then its steps for the same arguments are run one
+    after another. In training mode a layer with dropout gives two
+    different draws, and a BatchNorm updates its moving statistics twice:
+    check inference (the default) unless the block has neither. Returns the
+    largest absolute difference; raises `ValueError` when it is above
+    `tolerance` times the output's largest entry (at least 1).
 
     Example:
-        >>> class Own(keras.layers.Layer):  # y = x + f(x), call written by hand
+        >>> class Own(keras.layers.Layer):  # y = x + f(x)
         ...     def build(self, input_shape):
         ...         self.f = keras.layers.Dense(input_shape[-1])
         ...     def call(self, x):
@@ -306,8 +263,11 @@ def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tol
         True
     """
     x = ops.convert_to_tensor(x)
-    expected = np.asarray(ops.convert_to_numpy(block(x, *call_args, training=False, **call_kwargs)))
-    got = np.asarray(ops.convert_to_numpy(run_steps(residual_steps(block, *call_args, **call_kwargs), x)))
+    expected = np.asarray(ops.convert_to_numpy(block(x, *call_args, training=training, **call_kwargs)))
+    if training:  # a block's own residual_steps may take no `training`; it is asked for only when True
+        call_kwargs = {**call_kwargs, "training": training}
+    stream = ops.cast(x, block.compute_dtype) if "float" in str(x.dtype) else x  # as Keras casts a call's input
+    got = np.asarray(ops.convert_to_numpy(run_steps(residual_steps(block, *call_args, **call_kwargs), stream)))
     if got.shape != expected.shape:
         raise ValueError(
             f"The residual steps of {block.name!r} give shape {got.shape}; the layer gives "
@@ -319,8 +279,7 @@ def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tol
         raise ValueError(
             f"The residual steps of {block.name!r} do not compute what the layer computes: they "
             f"differ by up to {difference:.3g}. residual_steps() must describe call() exactly, "
-            "post(shortcut(x) + branch(x)) for each step in order (or subclass "
-            "residual_keras.BlockLayer, whose call runs the steps)."
+            "post(shortcut(x) + branch(x)) for each step in order, with the block's own layers."
         )
     return difference
 

@@ -36,6 +36,7 @@ which returns the probabilities) or, with `fused_attention=True`, through
 `keras.ops.dot_product_attention` (fused by each backend; needs `dropout=0`).
 """
 
+import functools
 from typing import Any, Optional, Union
 
 import keras
@@ -71,10 +72,10 @@ class TransformerBlock(BlockLayer):
     writes into the stream: `F(LN(x))` for pre (residual or plain), `F(x)` for
     post before the addition and LN (residual or plain), `alpha * F(x)` for
     ReZero. They do not depend on `residual`, so a block and its plain twin
-    with the same weights have the same branches. `residual_steps` states the
-    block once, as the equations above: two steps, each `post(x + branch(x))`
-    with `post` the sublayer's LayerNorm for Post-LN and nothing otherwise;
-    the call runs them (`BlockLayer`, steps.py), and the instruments read them.
+    with the same weights have the same branches. `call` writes the two
+    additions, as the equations above; `residual_steps` lists them for the
+    instruments: two steps, each `post(x + branch(x))` with `post` the
+    sublayer's LayerNorm for Post-LN and nothing otherwise.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
@@ -360,35 +361,57 @@ class TransformerBlock(BlockLayer):
         """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
         return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
 
+    def call(self, inputs: ArrayLike, training: Optional[bool] = None, padding_mask: Optional[ArrayLike] = None,
+             attention_mask: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
+             return_attention_scores: bool = False, **other_names: Any) -> Any:
+        self._refuse_other_names(other_names)
+        post_ln = self.norm_position == "post" and self.uses_layer_norm
+        x = inputs  # (B, T, C): the residual stream
+
+        # Attention: F(LN(x)) (Pre-LN), F(x) (Post-LN) or alpha * F(x) (ReZero), written into the stream
+        update = self.attention_branch(x, training, padding_mask, attention_mask, mask, return_attention_scores)
+        if return_attention_scores:
+            update, scores = update  # (B, T, C), (B, H, T, T)
+        x = x + update if self.residual else update  # the residual connection (plain twin: no addition)
+        if post_ln:
+            x = self.attention_norm(x)  # Post-LN: x = LN(x + F(x))
+
+        # Feed-forward, the same way
+        update = self.feedforward_branch(x, training)
+        x = x + update if self.residual else update
+        if post_ln:
+            x = self.feedforward_norm(x)
+
+        return (x, scores) if return_attention_scores else x
+
     def residual_steps(self, training: Optional[bool] = False, padding_mask: Optional[ArrayLike] = None,
                        attention_mask: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
                        return_attention_scores: bool = False, **other_names: Any) -> list[ResidualStep]:
-        """Two steps, attention then feed-forward: what the block's call computes.
+        """For the instruments, the two additions `call` writes: attention, then feed-forward.
 
         Each is `post(x + branch(x))` (`post(branch(x))` for the plain twin),
         `post` the sublayer's LayerNorm for Post-LN (`x = LN(x + F(x))`) and
         nothing for Pre-LN (`x = x + F(LN(x))`) and ReZero (`x = x + alpha
-        F(x)`); the attention step sees the call's masks, and returns the
-        attention probabilities as its extra output when asked.
+        F(x)`); the branches are `attention_branch` (with the call's masks)
+        and `feedforward_branch`. The attention probabilities are not part
+        of the stream: `return_attention_scores` is accepted and ignored.
         """
+        self._refuse_other_names(other_names)
+        shortcut = identity if self.residual else None  # the residual connection (plain twin: none)
+        post_ln = self.norm_position == "post" and self.uses_layer_norm
+        attention = functools.partial(self.attention_branch, training=training, padding_mask=padding_mask,
+                                      attention_mask=attention_mask, mask=mask)
+        feedforward = functools.partial(self.feedforward_branch, training=training)
+        return [
+            ResidualStep("attention", attention, shortcut, self.attention_norm if post_ln else None, training),
+            ResidualStep("feedforward", feedforward, shortcut, self.feedforward_norm if post_ln else None, training),
+        ]
+
+    def _refuse_other_names(self, other_names):
+        """`TypeError` for a call argument the block does not take (one in another library's spelling named)."""
         refuse_other_spellings(f"{self.__class__.__name__}.call", other_names, TRANSFORMER_BLOCK_CALL)
         if other_names:
             raise TypeError(f"{self.__class__.__name__}.call got unexpected arguments {sorted(other_names)}.")
-        shortcut = identity if self.residual else None  # the residual connection (plain twin: none)
-        post_ln = self.norm_position == "post" and self.uses_layer_norm
-
-        def attention(x):
-            return self.attention_branch(x, training, padding_mask, attention_mask, mask, return_attention_scores)
-
-        def feedforward(x):
-            return self.feedforward_branch(x, training=training)
-
-        return [
-            ResidualStep("attention", attention, shortcut, self.attention_norm if post_ln else None, training,
-                         extra="attention_scores" if return_attention_scores else None),
-            ResidualStep("feedforward", feedforward, shortcut, self.feedforward_norm if post_ln else None,
-                         training),
-        ]
 
     def lesioned(self, *unused_args, **unused_kwargs):
         """The block removed (Veit et al. 2016): the identity, its LayerNorms skipped for Post-LN."""

@@ -17,11 +17,11 @@ PUBLIC = [getattr(module, name) for module in (rk, rk.plots) for name in module.
 
 def _own_functions(obj):
     """A function itself, or every `__init__` / `__new__` a public class defines or inherits from this package,
-    and the methods a layer is used through: `call` and the residual protocol's `residual_steps`."""
+    and the methods a layer is used through: `call`, the residual protocol's `residual_steps`, `check_steps`."""
     if inspect.isfunction(obj):
         return [obj]
     return [getattr(vars(cls)[name], "__func__", vars(cls)[name])  # __new__ is a staticmethod
-            for cls in obj.__mro__ for name in ("__init__", "__new__", "call", "residual_steps")
+            for cls in obj.__mro__ for name in ("__init__", "__new__", "call", "residual_steps", "check_steps")
             if name in vars(cls) and cls.__module__.startswith("residual_keras")]
 
 

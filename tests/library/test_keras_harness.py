@@ -28,14 +28,20 @@ def _serialized(layer):
 
 @keras.saving.register_keras_serializable(package="tests")
 class DampedBlock(rk.BlockLayer):
-    """y = x + 0.1 Dense(x): a block that states only its residual steps (its call is BlockLayer's)."""
+    """y = x + 0.1 Dense(x): a student's block, its call and its residual steps."""
 
     def build(self, input_shape):
         self.f = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy)  # mixed precision too
         self.f.build(input_shape)
 
+    def branch(self, x):
+        return 0.1 * self.f(x)
+
+    def call(self, x):
+        return x + self.branch(x)
+
     def residual_steps(self, training=False):
-        return [rk.ResidualStep("", branch=lambda x: 0.1 * self.f(x), training=training)]
+        return [rk.ResidualStep("", branch=self.branch, training=training)]
 
 
 # The public bases no one builds directly, each tested through a subclass of its own.

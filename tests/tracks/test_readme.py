@@ -29,11 +29,12 @@ def test_protocol_example_runs_and_its_block_is_measured(capsys):
     namespace = {}
     exec(compile(_block_after("<!-- example: own-model"), "README.md", "exec"), namespace)
     code = _block_after("<!-- example: protocol")
-    assert len(code.strip().splitlines()) <= 12
+    assert len(code.strip().splitlines()) <= 17
     exec(compile(code, "README.md", "exec"), namespace)
-    assert capsys.readouterr().out.splitlines()[-1] == "(4, 8)"
+    assert capsys.readouterr().out.splitlines()[-1] == "(4, 8) 0.0"
     keras, rk = namespace["keras"], namespace["rk"]
-    assert isinstance(namespace["block"], rk.BlockLayer)  # its call is the one its steps give
+    assert isinstance(namespace["block"], rk.BlockLayer)
+    assert "x + self.branch(x)" in code.split("def call", 1)[1].split("def ", 1)[0]  # the formula in call
     assert rk.check_residual_steps(namespace["block"], keras.random.normal((4, 8))) == 0.0
     inputs = keras.Input((8,))
     x = namespace["Damped"](name="damped1")(inputs)
