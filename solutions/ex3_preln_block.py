@@ -27,17 +27,20 @@ class PreLNBlock(rk.BlockLayer):
         self.mlp_in.build(input_shape)
         self.mlp_out.build((*input_shape[:-1], self.hidden))
 
-    def attend(self, x):
-        h = self.attention_norm(x)
-        return self.attention(h, h, use_causal_mask=True)  # F(LN(x))
+    def attend(self, h):
+        return self.attention(h, h, use_causal_mask=True)  # causal self-attention on h = LN(x)
 
-    def feedforward(self, x):
-        return self.mlp_out(self.mlp_in(self.mlp_norm(x)))  # MLP(LN(x))
+    def mlp(self, h):
+        return self.mlp_out(self.mlp_in(h))
 
-    def residual_steps(self, training=False, **call_kwargs):
-        # x + Attention(LN(x)), then x + MLP(LN(x)): BlockLayer's call runs these two steps
-        return [rk.ResidualStep("attention", self.attend, training=training),
-                rk.ResidualStep("feedforward", self.feedforward, training=training)]
+    def call(self, x):
+        x = x + self.attend(self.attention_norm(x))  # x = x + Attention(LN(x))
+        x = x + self.mlp(self.mlp_norm(x))  # x = x + MLP(LN(x))
+        return x
+
+    def residual_steps(self, training=False):  # optional: the same two additions, for the instruments
+        return [rk.ResidualStep("attention", lambda x: self.attend(self.attention_norm(x)), training=training),
+                rk.ResidualStep("feedforward", lambda x: self.mlp(self.mlp_norm(x)), training=training)]
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "hidden": self.hidden}

@@ -1,13 +1,17 @@
 """Exercise 3: a Pre-LN Transformer block from keras.layers parts (self-test (c), (d)).
 
 The grader draws the width, heads, hidden size, sequence length and inputs
-from the run's seed. The submission's process sends back raw outputs: of
-the block on inputs that differ only after a drawn position (causality), of
-each residual step's branch as each weight is changed in turn (every weight
-must move one branch only: one LayerNorm per sublayer), of the branches on
-an input scaled and shifted per position (a normalised input does not move),
-of the block in training and inference mode and of its steps, before and
-after all its weights change. Every comparison is made here.
+from the run's seed. Every required check reads the block through its
+`call`, as a model uses it. The submission's process sends back raw
+outputs: of the block on inputs that differ only after a drawn position
+(causality); of the block with one sublayer's parts at zero (so the other
+sublayer alone writes into the stream), as each weight is changed in turn
+(every weight must move one sublayer only: one LayerNorm per sublayer) and
+on an input scaled and shifted per position (a sublayer that reads LN(x)
+does not move); of the block in training and inference mode, before and
+after all its weights change. One optional extra reads `residual_steps()`,
+what the package's instruments measure, against the call. Every comparison
+is made here.
 """
 
 import numpy as np
@@ -29,10 +33,8 @@ Write `PreLNBlock(num_heads, hidden)`: causal self-attention
 (keras.layers.MultiHeadAttention with key_dim = width // num_heads and
 use_causal_mask=True), then an MLP Dense(hidden, gelu) -> Dense(width),
 each inside its own residual addition with its own LayerNormalization
-before it, as above. State the two residual additions once, in
-`residual_steps()` (the residual protocol of residual_keras.steps): the
-base class residual_keras.BlockLayer runs them as the block's call, and
-every instrument of the package reads them.
+before it. Build the parts in `build()`, and write the two lines above in
+`call()`.
 
 Check your work:  python -m tracks check THIS_FILE
 
@@ -40,12 +42,14 @@ Hints:
 - attention(query, value, use_causal_mask=True) with query = value = LN(x);
 - two LayerNormalization layers, one per sublayer, applied to the sublayer's
   input, never to the stream after the addition;
-- the block subclasses residual_keras.BlockLayer, which derives call() from
-  residual_steps(): you write build() and residual_steps(), not call();
-- residual_steps returns two residual_keras.ResidualStep("attention", ...)
-  and ("feedforward", ...), each with the branch only (shortcut: identity,
-  no post), computed from the block's own layers each time it is called;
 - the block behaves the same in training and in inference (it has no dropout).
+
+Optional (its own check, not needed to pass): the package's instruments
+(rk.lesion, rk.gradient_norms, ...) measure a block through
+`residual_steps()`, the same two additions as a list:
+[rk.ResidualStep("attention", branch), rk.ResidualStep("feedforward", branch)],
+each branch the function your call adds to the stream (x -> Attention(LN(x)),
+x -> MLP(LN(x))), computed with the block's own layers.
 """
 
 import keras
@@ -65,7 +69,10 @@ class PreLNBlock(rk.BlockLayer):
     def build(self, input_shape):
         raise NotImplementedError
 
-    def residual_steps(self, training=False, **call_kwargs):
+    def call(self, x):
+        raise NotImplementedError  # x = x + Attention(LN(x)), then x = x + MLP(LN(x))
+
+    def residual_steps(self, training=False):  # optional: for the instruments
         raise NotImplementedError
 
     def get_config(self):
@@ -172,51 +179,90 @@ def judge_parameters(inputs, value):
 
 
 # each sublayer has its own LayerNorm, and reads a normalised input -------------------------------------------------
+#
+# Read through call() alone: with one sublayer's parts at zero, that sublayer writes nothing into the stream
+# (an MLP of Dense layers with zero kernels and biases writes gelu(0) W2 + b2 = 0; an attention with zero
+# projections writes 0), so block(x) - x is what the other sublayer writes: Attention(LN(x)), or MLP(LN(x)).
+
+SUBLAYERS = {"attention": "Dense", "feedforward": "MultiHeadAttention"}  # the sublayer measured: the parts zeroed
+
+
+def _parts(block, kind):
+    """The block's sublayers of the keras.layers class named `kind`, at any depth (a Sequential MLP too)."""
+    import keras
+
+    cls = getattr(keras.layers, kind)
+    return [layer for layer in block._flatten_layers(include_self=False, recursive=True) if isinstance(layer, cls)]
 
 
 def probe_sublayers(module, inputs):
     block, x = _block(module, inputs), _x(inputs)
-    attention, feedforward = _branches(block)
     moved = x * np.float32(inputs["scale"]) + np.asarray(inputs["shift"], "float32")
-    found = {"base": [plain(attention(x)), plain(feedforward(x))],
-             "moved": [plain(attention(moved)), plain(feedforward(moved))], "changed": [], "names": []}
     rng = np.random.default_rng(inputs["noise_seed"])
-    for weight in block.weights:
-        value = weight.numpy()
-        weight.assign(value + rng.standard_normal(value.shape).astype(value.dtype))
-        found["changed"].append([plain(attention(x)), plain(feedforward(x))])
-        found["names"].append(str(weight.path))
-        weight.assign(value)
+    saved = [weight.numpy() for weight in block.weights]
+    found = {"names": [str(weight.path) for weight in block.weights]}
+    for measured, zeroed in SUBLAYERS.items():
+        parts = _parts(block, zeroed)
+        silent = {id(weight) for layer in parts for weight in layer.weights}
+        for weight in block.weights:
+            if id(weight) in silent:
+                weight.assign(np.zeros(weight.shape, "float32"))
+        writes = {"parts": len(parts), "base": plain(block(x) - x), "moved": plain(block(moved) - moved),
+                  "changed": []}
+        for weight in block.weights:  # each weight in turn (not the silenced sublayer's: it stays at zero)
+            if id(weight) in silent:
+                writes["changed"].append(None)
+                continue
+            value = weight.numpy()
+            weight.assign(value + rng.standard_normal(value.shape).astype(value.dtype))
+            writes["changed"].append(plain(block(x) - x))
+            weight.assign(value)
+        found[measured] = writes
+        for weight, value in zip(block.weights, saved):
+            weight.assign(value)
     return found
 
 
+def _writes(inputs, value, measured):
+    """What one sublayer writes into the stream, sent back; `WrongForm` when the block has no such parts."""
+    writes = value[measured]
+    if not writes["parts"]:
+        raise WrongForm(f"no keras.layers.{SUBLAYERS[measured]} in the block: build the parts the exercise names "
+                        "(MultiHeadAttention, two LayerNormalization, two Dense)")
+    return writes
+
+
 def judge_own_norms(inputs, value):
-    base = [array(out, what="a branch's output") for out in value["base"]]
+    shape = _x(inputs).shape
+    attention, feedforward = _writes(inputs, value, "attention"), _writes(inputs, value, "feedforward")
+    bases = [array(attention["base"], shape, "the output"), array(feedforward["base"], shape, "the output")]
     both, used = [], 0
-    for name, outputs in zip(value["names"], value["changed"]):
-        moved = [largest_difference(array(out), ref) > 1e-6 * _scale(ref) for out, ref in zip(outputs, base)]
+    for name, *outputs in zip(value["names"], attention["changed"], feedforward["changed"]):
+        moved = [out is not None and largest_difference(array(out, shape, "the output"), base) > 1e-6 * _scale(base)
+                 for out, base in zip(outputs, bases)]
         used += any(moved)
         if all(moved):
             both.append(str(name))
     if not value["names"] or not used:
-        raise WrongForm("no weight of the block changes its branches")
+        raise WrongForm("no weight of the block changes what its sublayers write")
     if both:
-        return False, f"these weights change both sublayers' branches: {', '.join(both[:4])}", \
+        return False, f"these weights change what both sublayers write: {', '.join(both[:4])}", \
             ("one LayerNormalization shared by both sublayers: give each sublayer its own (attention_norm, mlp_norm), "
-             "so that each branch has its own gamma and beta")
-    return True, f"each of the block's {len(value['names'])} weights changes one branch at most", ""
+             "so that each has its own gamma and beta")
+    return True, f"each of the block's {len(value['names'])} weights changes one sublayer at most", ""
 
 
 def judge_normalised(inputs, value):
-    worst = []
-    for base, moved in zip(value["base"], value["moved"]):
-        base, moved = array(base, what="a branch's output"), array(moved, what="a branch's output")
-        worst.append(largest_difference(base, moved) / _scale(base))
+    shape, worst = _x(inputs).shape, []
+    for measured in SUBLAYERS:
+        writes = _writes(inputs, value, measured)
+        base = array(writes["base"], shape, "the output")
+        worst.append(largest_difference(base, array(writes["moved"], shape, "the output")) / _scale(base))
     ok = max(worst) < 5e-2
-    return ok, (f"scaling each position by {inputs['scale']} and shifting it moves the attention branch by "
-                f"{worst[0]:.2g}, the feed-forward branch by {worst[1]:.2g} (relative)"), \
-        ("each branch must start with its LayerNorm, F(LN(x)): a normalised input does not change when a position "
-         "is scaled or shifted. The norm goes inside the residual, on the sublayer's input.")
+    return ok, (f"scaling each position by {inputs['scale']} and shifting it changes what the attention writes by "
+                f"{worst[0]:.2g}, what the MLP writes by {worst[1]:.2g} (relative)"), \
+        ("each sublayer must start with its LayerNorm, x + F(LN(x)): a normalised input does not change when a "
+         "position is scaled or shifted. The norm goes inside the residual, on the sublayer's input.")
 
 
 # the identity path --------------------------------------------------------------------------------------------
@@ -245,29 +291,21 @@ def judge_identity(inputs, value):
     return False, detail, "with F = 0 each sublayer must add nothing: x = x + F(LN(x)), twice"
 
 
-# training and inference, and the steps after the weights change ----------------------------------------------------
+# training and inference ----------------------------------------------------------------------------------------
 
 
 def probe_modes(module, inputs):
     block, x = _block(module, inputs), _x(inputs)
     found = []
     for _ in range(2):  # before and after every weight changes
-        attention, feedforward = _branches(block)
-        update = attention(x)
-        found.append({"training": plain(block(x, training=True)), "inference": plain(block(x, training=False)),
-                      "attention": plain(update), "feedforward": plain(feedforward(x + update))})
+        found.append({"training": plain(block(x, training=True)), "inference": plain(block(x, training=False))})
         _perturb(block, inputs["noise_seed"])
     return found
 
 
-def _modes(inputs, value):
-    x = _x(inputs)
-    return [{key: array(entry[key], x.shape, key) for key in ("training", "inference", "attention", "feedforward")}
-            for entry in value]
-
-
 def judge_training(inputs, value):
-    entries = _modes(inputs, value)
+    x = _x(inputs)
+    entries = [{key: array(entry[key], x.shape, key) for key in ("training", "inference")} for entry in value]
     gaps = [largest_difference(entry["training"], entry["inference"]) for entry in entries]
     ok = all(gap <= 1e-5 * _scale(entry["inference"]) for gap, entry in zip(gaps, entries))
     return ok, f"training=True and training=False differ by {max(gaps):.2g}", \
@@ -275,14 +313,30 @@ def judge_training(inputs, value):
          "else) must not depend on `training`")
 
 
+# optional: the steps the instruments read, after the weights change ------------------------------------------------
+
+
+def probe_steps(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    found = []
+    for _ in range(2):  # before and after every weight changes
+        attention, feedforward = _branches(block)
+        update = attention(x)
+        found.append({"call": plain(block(x, training=False)), "attention": plain(update),
+                      "feedforward": plain(feedforward(x + update))})
+        _perturb(block, inputs["noise_seed"])
+    return found
+
+
 def judge_steps(inputs, value):
     x = _x(inputs).astype("float64")
-    entries = _modes(inputs, value)
-    gaps = [largest_difference(e["inference"], x + e["attention"] + e["feedforward"]) for e in entries]
-    moved = largest_difference(entries[0]["inference"], entries[1]["inference"])
+    entries = [{key: array(entry[key], x.shape, key) for key in ("call", "attention", "feedforward")}
+               for entry in value]
+    gaps = [largest_difference(e["call"], x + e["attention"] + e["feedforward"]) for e in entries]
+    moved = largest_difference(entries[0]["call"], entries[1]["call"])
     if moved <= 1e-6:
         raise WrongForm("the block computes the same after all its weights changed")
-    ok = all(gap <= 1e-4 * _scale(e["inference"]) for gap, e in zip(gaps, entries))
+    ok = all(gap <= 1e-4 * _scale(e["call"]) for gap, e in zip(gaps, entries))
     return ok, f"call() minus x + the steps' branches: {gaps[0]:.2g} before, {gaps[1]:.2g} after the weights change", \
         ("residual_steps() must compute with the block's own layers, each time: [ResidualStep('attention', branch), "
          "ResidualStep('feedforward', branch)] where each branch computes exactly what call() adds to the stream, with "
@@ -323,22 +377,23 @@ EXERCISE = Exercise(
     number=3, title="a Pre-LN Transformer block from keras.layers parts", self_test="(c), (d)",
     filename="ex3_preln_block.py", skeleton=SKELETON, draw=draw, checks=(
         CheckSpec("shape", "the output has the input's shape", probe_shape, judge_shape,
-                  "build() makes the parts, residual_steps() uses them"),
+                  "build() makes the parts, call() uses them"),
         CheckSpec("causal", "causal: a later position does not change an earlier one", probe_causal, judge_causal,
                   "self-attention with use_causal_mask=True: position t reads positions <= t only"),
         CheckSpec("parameters", "the parameter count", probe_parameters, judge_parameters,
                   "build every part in build()"),
-        CheckSpec("own_norms", "each sublayer has its own LayerNorm (a weight changes one branch only)",
-                  probe_sublayers, judge_own_norms, "implement residual_steps(): the checks read the branches"),
-        CheckSpec("normalised", "each branch reads a normalised input, F(LN(x))", probe_sublayers, judge_normalised,
-                  "implement residual_steps(): the checks read the branches"),
+        CheckSpec("own_norms", "each sublayer has its own LayerNorm (a weight changes one sublayer only)",
+                  probe_sublayers, judge_own_norms, "build every part in build(), and write call()"),
+        CheckSpec("normalised", "each sublayer reads a normalised input, x + F(LN(x))", probe_sublayers,
+                  judge_normalised, "build every part in build(), and write call()"),
         CheckSpec("identity", "with both sublayers writing 0 the block is the identity", probe_identity,
                   judge_identity, "build every part in build(), so that the block has its weights after one call"),
         CheckSpec("training", "the same in training and in inference mode", probe_modes, judge_training,
                   "call(x, training=...) must work: keras passes training to call() when it takes it"),
-        CheckSpec("steps", "residual_steps() describes call(), also after the weights change", probe_modes,
-                  judge_steps, "return [rk.ResidualStep('attention', branch), rk.ResidualStep('feedforward', "
-                               "branch)] where each branch computes exactly what call() adds to the stream"),
         CheckSpec("saving", "saving: get_config, registration, a .keras file", probe_saving, judge_saving,
                   "keep the skeleton's decorator and get_config; build every part in build()"),
+        CheckSpec("steps", "residual_steps() describes call(), also after the weights change (for the instruments)",
+                  probe_steps, judge_steps, "return [rk.ResidualStep('attention', branch), rk.ResidualStep("
+                                            "'feedforward', branch)] where each branch computes exactly what call() "
+                                            "adds to the stream", optional=True),
     ))

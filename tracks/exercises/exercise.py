@@ -30,6 +30,7 @@ class Check:
     passed: bool
     detail: str = ""
     hint: str = ""
+    optional: bool = False  # an extra: shown in its own column, not needed to pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ class CheckSpec:
         probe: `(module, inputs) -> plain values` (child side).
         judge: `(inputs, value) -> (passed, detail, hint)` (parent side).
         hint: what to try when the probe raised (the student's code failed to run).
+        optional: an extra beyond what the exercise asks (exercise 3's `residual_steps()` for the
+            instruments): graded and shown in a column of its own, not a condition of passing.
     """
 
     key: str
@@ -49,6 +52,7 @@ class CheckSpec:
     probe: Callable[[Any, dict], Any]
     judge: Callable[[dict, Any], tuple]
     hint: str
+    optional: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,9 +188,9 @@ def judge_all(exercise, inputs, results, missing):
     for spec in exercise.checks:
         result = results.get(spec.key)
         if not isinstance(result, dict) or not ("value" in result or "error" in result):
-            checks.append(Check(spec.name, False, missing, spec.hint))
+            checks.append(Check(spec.name, False, missing, spec.hint, spec.optional))
         elif "error" in result:
-            checks.append(Check(spec.name, False, describe_error(result["error"]), spec.hint))
+            checks.append(Check(spec.name, False, describe_error(result["error"]), spec.hint, spec.optional))
         else:
             try:
                 passed, detail, hint = spec.judge(inputs, result["value"])
@@ -195,8 +199,13 @@ def judge_all(exercise, inputs, results, missing):
             except Exception as error:  # noqa: BLE001  (the values came from the submission's process)
                 passed, detail, hint = False, f"the values sent back have the wrong form ({type(error).__name__})", \
                     spec.hint
-            checks.append(Check(spec.name, bool(passed), str(detail), "" if passed else str(hint)))
+            checks.append(Check(spec.name, bool(passed), str(detail), "" if passed else str(hint), spec.optional))
     return checks
+
+
+def required(checks):
+    """The checks a file must pass (its optional extras left out); checks as `Check`s or as their dicts."""
+    return [check for check in checks if not (check.get("optional") if isinstance(check, dict) else check.optional)]
 
 
 def describe_error(error):
@@ -212,4 +221,5 @@ def describe_error(error):
 
 
 __all__ = ["Check", "CheckSpec", "Exercise", "WrongForm", "array", "assign_by_shape", "close", "describe_error",
-           "find", "judge_all", "largest_difference", "mlp", "number", "numpy", "plain", "weights_of"]
+           "find", "judge_all", "largest_difference", "mlp", "number", "numpy", "plain", "required",
+           "weights_of"]

@@ -18,6 +18,7 @@ import sys
 import time
 
 from tracks.exercises.catalogue import BY_NUMBER
+from tracks.exercises.exercise import required
 
 
 def _fail(message):
@@ -35,7 +36,8 @@ def class_files(folder):
 def columns(reports):
     """[(exercise number, check key, column name)] for the exercises present, in exercise order."""
     present = sorted({report["exercise"] for report in reports if report["exercise"]})
-    return [(number, spec.key, f"ex{number} {spec.key}") for number in present for spec in BY_NUMBER[number].checks]
+    return [(number, spec.key, f"ex{number} {spec.key}{' (optional)' if spec.optional else ''}")
+            for number in present for spec in BY_NUMBER[number].checks]
 
 
 def write_csv(path, rows, reports):
@@ -48,9 +50,10 @@ def write_csv(path, rows, reports):
             results = dict(zip(keys, report["checks"]))
             cells = [("pass" if results[key]["passed"] else "fail") if number == report["exercise"] else ""
                      for number, key, _ in header]
-            passed = sum(check["passed"] for check in report["checks"])
+            checks = required(report["checks"])  # the total counts what a file must pass
+            passed = sum(check["passed"] for check in checks)
             writer.writerow([row["student"], row["file"], report["exercise"] or "", *cells,
-                             f"{passed}/{len(report['checks'])}", report["reason"]])
+                             f"{passed}/{len(checks)}", report["reason"]])
 
 
 def tally(reports):
@@ -58,11 +61,13 @@ def tally(reports):
     summary = {}
     for number in sorted({report["exercise"] for report in reports if report["exercise"]}):
         mine = [report for report in reports if report["exercise"] == number]
-        counts = [(spec.name, sum(r["checks"][i]["passed"] for r in mine),
-                   sum(not r["checks"][i]["passed"] for r in mine)) for i, spec in enumerate(BY_NUMBER[number].checks)]
-        worst, common = max(counts, key=lambda count: count[2]), None
+        specs = BY_NUMBER[number].checks
+        counts = [(f"{spec.name}{' (optional)' if spec.optional else ''}", sum(r["checks"][i]["passed"] for r in mine),
+                   sum(not r["checks"][i]["passed"] for r in mine)) for i, spec in enumerate(specs)]
+        needed = [count for count, spec in zip(counts, specs) if not spec.optional]
+        worst, common = max(needed, key=lambda count: count[2]), None
         if worst[2]:
-            hints = collections.Counter(c["hint"] for r in mine for c in r["checks"]
+            hints = collections.Counter(c["hint"] for r in mine for c in required(r["checks"])
                                         if not c["passed"] and c["name"] == worst[0])
             common = (worst[0], worst[2], hints.most_common(1)[0][0])
         summary[number] = {"files": len(mine), "passed": sum(r["passed"] for r in mine), "checks": counts,
@@ -101,7 +106,7 @@ def write_summary(path, figure, reports, seed, limits, seconds):
                                   if report["reason"] and not report["reason"][0].isdigit()
                                   and report["exercise"])
     lines = ["# Gradebook", "",
-             f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every check; seed {seed}; "
+             f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every required check; seed {seed}; "
              f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]
     lines += [confinement_line(reports), ""]
     if stopped:
@@ -112,7 +117,9 @@ def write_summary(path, figure, reports, seed, limits, seconds):
     lines += [f"![How many files passed each check]({figure.name})", ""]
     for number, entry in summary.items():
         lines += [f"## Exercise {number}: {BY_NUMBER[number].title}", "",
-                  f"{entry['passed']} of {entry['files']} files passed every check.", "",
+                  f"{entry['passed']} of {entry['files']} files passed every required check"
+                  + (" (an optional extra is graded in a column of its own, not needed to pass)."
+                     if any(spec.optional for spec in BY_NUMBER[number].checks) else "."), "",
                   "| check | passed | failed |", "| --- | --- | --- |"]
         for name, passed, failed in entry["checks"]:
             escaped = name.replace("|", "\\|")  # a check's name may hold a norm, ||J||
@@ -182,7 +189,7 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits):
     plot(out / "checks.png", reports)
     write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds)
     print(f"wrote {out}/grades.csv, grades.json, summary.md and checks.png: {sum(r['passed'] for r in reports)} "
-          f"of {len(reports)} files passed every check ({seconds:.0f} s)", file=sys.stderr, flush=True)
+          f"of {len(reports)} files passed every required check ({seconds:.0f} s)", file=sys.stderr, flush=True)
     return 0
 
 

@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
+from tracks.exercises.exercise import required
 from tracks.exercises.sandbox import Limits
 
 
@@ -59,14 +60,16 @@ def print_report(report):
     heading = (f"exercise {report['exercise']} ({report['title']})" if report["exercise"] else "not graded")
     print(f"{report['file']}: {heading}")
     for check in report["checks"]:
-        print(f"  {'PASS' if check['passed'] else 'FAIL'}  {check['name']}"
-              + (f": {check['detail']}" if check["detail"] else ""))
+        print(f"  {'PASS' if check['passed'] else 'FAIL'}  {'(optional) ' if check.get('optional') else ''}"
+              f"{check['name']}" + (f": {check['detail']}" if check["detail"] else ""))
         if not check["passed"] and check["hint"]:
             print(f"        hint: {check['hint']}")
-    passed = sum(check["passed"] for check in report["checks"])
-    stopped = report["reason"] and not report["reason"].startswith(f"{len(report['checks']) - passed} of")
-    print(f"  {passed} of {len(report['checks'])} checks passed ({report['seconds']} s)"
-          + (f"; {report['reason']}" if stopped else ""))
+    checks, extras = required(report["checks"]), [check for check in report["checks"] if check.get("optional")]
+    passed = sum(check["passed"] for check in checks)
+    stopped = report["reason"] and not report["reason"].startswith(f"{len(checks) - passed} of")
+    print(f"  {passed} of {len(checks)} checks passed"
+          + (f", and {sum(check['passed'] for check in extras)} of {len(extras)} optional" if extras else "")
+          + f" ({report['seconds']} s)" + (f"; {report['reason']}" if stopped else ""))
     if report.get("stdout"):  # what the file printed (its stderr, with TensorFlow's lines, is in --json)
         print("  your file printed:\n" + "\n".join("    | " + line for line in report["stdout"].splitlines()[-20:]))
     print()

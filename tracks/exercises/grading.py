@@ -18,7 +18,7 @@ import threading
 import time
 
 from tracks.exercises.catalogue import BY_NUMBER
-from tracks.exercises.exercise import Check, judge_all
+from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.sandbox import Limits, child_site, run_submission
 
 
@@ -104,9 +104,9 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
         report["confinement"] = {key: confinement.get(key) for key in ("confined", "abi", "why")}
     reason = reason_for(run, limits, len(exercise.checks))
     checks = judge_all(exercise, inputs, run.results, missing=f"no result: {reason or 'the process stopped'}")
-    failed = [check for check in checks if not check.passed]
+    failed = [check for check in required(checks) if not check.passed]  # an optional extra is not needed
     if not reason and failed:
-        reason = f"{len(failed)} of {len(checks)} checks failed, first: {failed[0].name}"
+        reason = f"{len(failed)} of {len(required(checks))} checks failed, first: {failed[0].name}"
     report.update(exercise=number, title=exercise.title, passed=not failed and not reason, reason=reason,
                   checks=[dataclasses.asdict(check) for check in checks],
                   seconds=round(time.monotonic() - started, 1))
@@ -142,8 +142,9 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
                 finished[0] += 1
                 if progress is False:
                     return report
-                passed = sum(check["passed"] for check in report["checks"])
-                print(f"graded {finished[0]} of {len(paths)}: {relative} {passed}/{len(report['checks'])}"
+                checks = required(report["checks"])
+                passed = sum(check["passed"] for check in checks)
+                print(f"graded {finished[0]} of {len(paths)}: {relative} {passed}/{len(checks)}"
                       f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
                       f"{time.monotonic() - started:.0f} s elapsed", file=progress or sys.stderr, flush=True)
             return report

@@ -1,4 +1,4 @@
-"""A wrong answer to exercise 3, written as a BlockLayer: steps without their shortcut (a plain stack)."""
+"""A wrong answer to exercise 3, written as a BlockLayer: a call without its additions (a plain stack)."""
 # expect: identity: the residual addition is missing
 
 import keras
@@ -35,8 +35,11 @@ class PreLNBlock(rk.BlockLayer):
     def feedforward(self, x):
         return self.mlp_out(self.mlp_in(self.mlp_norm(x)))  # MLP(LN(x))
 
-    def residual_steps(self, training=False, **call_kwargs):
-        # Attention(LN(x)), then MLP(LN(x)): no addition
+    def call(self, x):
+        x = self.attend(x)  # Attention(LN(x)): no addition
+        return self.feedforward(x)  # MLP(LN(x))
+
+    def residual_steps(self, training=False, **call_kwargs):  # the call's plain steps, described rightly
         return [rk.ResidualStep("attention", self.attend, shortcut=None, training=training),
                 rk.ResidualStep("feedforward", self.feedforward, shortcut=None, training=training)]
 

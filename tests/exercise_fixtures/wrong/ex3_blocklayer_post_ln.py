@@ -34,8 +34,11 @@ class PreLNBlock(rk.BlockLayer):
     def feedforward(self, x):
         return self.mlp_out(self.mlp_in(x))
 
-    def residual_steps(self, training=False, **call_kwargs):
-        # LN(x + Attention(x)), then LN(x + MLP(x))
+    def call(self, x):
+        x = self.attention_norm(x + self.attend(x))  # LN(x + Attention(x))
+        return self.mlp_norm(x + self.feedforward(x))  # LN(x + MLP(x))
+
+    def residual_steps(self, training=False, **call_kwargs):  # the call's Post-LN steps, described rightly
         return [rk.ResidualStep("attention", self.attend, post=self.attention_norm, training=training),
                 rk.ResidualStep("feedforward", self.feedforward, post=self.mlp_norm, training=training)]
 
