@@ -175,7 +175,7 @@ def findings_list(run):
     from tracks.registry import track
 
     data = results(run)
-    return "\n".join(finding.markdown() for finding in track(data.track).findings(data) if finding)
+    return "\n".join(finding.markdown() for finding in track(data.track).parts.findings(data) if finding)
 
 
 def initialisation_table(run):

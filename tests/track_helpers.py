@@ -1,8 +1,8 @@
 """Running a track's CLI in-process, and simulating a killed process, for the track tests."""
 
+import dataclasses
 import errno
 import hashlib
-import importlib
 import json
 import os
 
@@ -10,6 +10,7 @@ import keras
 
 from tracks.common import training
 from tracks.common.run_dir import RunDirectory
+from tracks.common.track import Track
 
 # Where `kill_at` can stop a run, in the order they happen for one model.
 KILL_POINTS = (
@@ -114,9 +115,8 @@ def signal_at(monkeypatch, track, stage, signum, model_id):
     steps = {}
 
     if stage in ("data", "report"):
-        module, name = getattr(track, {"data": "load_data", "report": "report"}[stage]).target.split(":")
-        module = importlib.import_module(module)
-        original = getattr(module, name)
+        name = {"data": "load_data", "report": "report"}[stage]
+        original = getattr(track.parts, name)
 
         def wrapped(*args, **kwargs):
             if stage == "report":
@@ -126,7 +126,8 @@ def signal_at(monkeypatch, track, stage, signum, model_id):
                 send()
             return result
 
-        monkeypatch.setattr(module, name, wrapped)
+        patched, loaded = dataclasses.replace(track.parts, **{name: wrapped}), Track.parts.fget
+        monkeypatch.setattr(Track, "parts", property(lambda self: patched if self.name == track.name else loaded(self)))
     elif stage in ("first-step", "mid-epoch"):
         on_batch_end = training.EpochProgress.on_train_batch_end
 

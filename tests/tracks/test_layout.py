@@ -10,6 +10,7 @@
 """
 
 import ast
+import inspect
 import pathlib
 import re
 
@@ -110,24 +111,32 @@ def test_the_registry_lists_every_track_folder_and_nothing_else():
 
 
 @pytest.mark.parametrize("track", TRACKS)
-def test_a_track_py_holds_its_parts_and_at_most_three_forwarders(track):
-    """A track.py builds its `Track` from its modules' functions; it defines (almost) none itself."""
+def test_a_track_py_holds_its_parts_and_no_forwarders(track):
+    """A track.py builds its `Track` from its modules' functions: it defines `load_parts` and nothing else."""
     tree = ast.parse((ROOT / "tracks" / track / "track.py").read_text())
     functions = [node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     lambdas = sum(isinstance(node, ast.Lambda) for node in ast.walk(tree))
     classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
-    assert len(functions) + lambdas <= 3 and not classes, (functions, lambdas, classes)
+    assert functions == ["load_parts"] and not lambdas and not classes, (functions, lambdas, classes)
+
+
+def test_no_part_is_named_by_a_string():
+    """Every part is a function reference an editor can follow: no "module:function" strings left."""
+    for path in sorted((ROOT / "tracks").rglob("*.py")):
+        assert not re.search(r"""\bpart\(\s*["']""", path.read_text()), path
 
 
 @pytest.mark.parametrize("track", TRACKS)
-def test_every_part_of_a_track_names_a_function_that_exists(track):
+def test_every_part_of_a_track_is_a_function_of_the_tracks_own_modules(track):
+    import dataclasses
     import importlib
 
-    from tracks.common.track import Part
-
     declared = importlib.import_module(f"tracks.{track}.track").TRACK
-    parts = {name: value for name, value in vars(declared).items() if isinstance(value, Part)}
-    assert {"load_data", "grid", "train_one", "report", "findings"} <= set(parts)
-    for name, value in parts.items():
-        module, _, function = value.target.partition(":")
-        assert callable(getattr(importlib.import_module(module), function, None)), f"{track}.{name}: {value}"
+    parts = declared.parts
+    for field in dataclasses.fields(parts):
+        function = getattr(parts, field.name)
+        assert callable(function) and inspect.isfunction(function), f"{track}.{field.name}: {function!r}"
+        assert function.__module__.startswith((f"tracks.{track}.", "tracks.common.track")), \
+            f"{track}.{field.name}: {function.__module__}"
+    for name in ("parse_source", "resources"):  # read before TensorFlow loads: the standard library only
+        assert getattr(declared, name).__module__.startswith(f"tracks.{track}."), name

@@ -26,7 +26,7 @@ SMALL = {
 
 def _oversized(track, data):
     config = track.presets["smoke"]
-    limits = track.sample_limits(RunContext(config, data=data))
+    limits = track.parts.sample_limits(RunContext(config, data=data))
     return config, [(field, available) for field, available, _ in limits if getattr(config, field) > available]
 
 

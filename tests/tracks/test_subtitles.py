@@ -42,14 +42,14 @@ def test_a_diagnose_subtitle_names_the_data_the_seed_and_the_batch_and_no_traini
 def test_a_training_runs_subtitle_names_its_training_and_the_instruments_batch():
     config = dataclasses.replace(VISION_PRESETS["quick"], seed=1)
     batch = np.zeros((32, 32, 32, 3), "float32")
-    assert VISION.subtitle(RunContext(config, data=CIFAR)) == (
+    assert VISION.parts.subtitle(RunContext(config, data=CIFAR)) == (
         f"CIFAR-10, seed 1: 50,000 training images, {config.epochs} epochs, width {config.width} (quick preset)")
     assert run.instrument_subtitle(VISION, RunContext(config, data=CIFAR), batch) == (
-        f"{VISION.subtitle(RunContext(config, data=CIFAR))}; at initialisation, 32 training images")
+        f"{VISION.parts.subtitle(RunContext(config, data=CIFAR))}; at initialisation, 32 training images")
     config = LANGUAGE_PRESETS["quick"]
     assert run.instrument_subtitle(LANGUAGE, RunContext(config, data=SHAKESPEARE), np.zeros((8, 64))) == (
-        f"{LANGUAGE.subtitle(RunContext(config, data=SHAKESPEARE))}; at initialisation, 8 validation windows")
-    assert f"{config.steps:,} steps" in LANGUAGE.subtitle(RunContext(config, data=SHAKESPEARE))
+        f"{LANGUAGE.parts.subtitle(RunContext(config, data=SHAKESPEARE))}; at initialisation, 8 validation windows")
+    assert f"{config.steps:,} steps" in LANGUAGE.parts.subtitle(RunContext(config, data=SHAKESPEARE))
 
 
 def test_diagnose_draws_its_figures_under_the_diagnose_subtitle(tmp_path, monkeypatch):
@@ -70,11 +70,10 @@ def test_diagnose_draws_its_figures_under_the_diagnose_subtitle(tmp_path, monkey
     assert subtitle == ("synthetic images, seed 2 (smoke preset): at initialisation, nothing trained; "
                         f"measured on a batch of {config.instrument_images} training images")
     data = types.SimpleNamespace(title="synthetic images", y_train=np.zeros(256), banner=None, plot_banner=None)
-    from tracks.vision import experiment
-
-    monkeypatch.setattr(experiment, "instrument_batch",
-                        lambda ctx: (np.zeros((ctx.config.instrument_images, 32, 32, 3)), None))
+    parts = dataclasses.replace(
+        VISION.parts, instrument_batch=lambda ctx: (np.zeros((ctx.config.instrument_images, 32, 32, 3)), None))
+    track = dataclasses.replace(VISION, load_parts=lambda: parts)
     ctx = RunContext(config, types.SimpleNamespace(path=tmp_path), data)
-    run.measure_at_initialisation(VISION, ctx, [])
+    run.measure_at_initialisation(track, ctx, [])
     assert drawn[-1] == run.instrument_subtitle(VISION, ctx, np.zeros((config.instrument_images, 1)))
     assert "256 training images" in drawn[-1] and "epochs" in drawn[-1]

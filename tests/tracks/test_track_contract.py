@@ -94,7 +94,7 @@ def test_a_run_has_an_entry_per_model_a_summary_resumes_finished_and_compares(na
     assert results["schema"] == SCHEMA  # a new run says which format it wrote
     assert results["dataset_title"] and "/" not in results["dataset_title"]
     assert results["initialisation"]  # the instruments at initialisation
-    expected = [spec.id for spec in track.grid(config_from_dict(track.config_cls, config))]
+    expected = [spec.id for spec in track.parts.grid(config_from_dict(track.config_cls, config))]
     assert sorted(entry["id"] for entry in results["models"]) == sorted(expected)
     for entry in results["models"]:
         assert {"id", "variant", "depth", "params", "diverged", "diverged_at", "seconds"} <= set(entry), entry["id"]
@@ -114,7 +114,7 @@ def test_a_run_has_an_entry_per_model_a_summary_resumes_finished_and_compares(na
     # compare sets the run beside a reference (itself: nothing differs).
     code, out, err = _run(track, ["compare", run_dir, run_dir])
     assert code == 0, err
-    assert f"0 of {sum(1 for finding in track.findings(track.results.from_json(results)) if finding and finding.holds is not None)} " \
+    assert f"0 of {sum(1 for finding in track.parts.findings(track.results.from_json(results)) if finding and finding.holds is not None)} " \
            "findings differ from the reference" in out
 
 
@@ -154,16 +154,19 @@ def test_a_track_of_only_its_required_parts_runs(tmp_path):
     """The optional parts' defaults (no checks, no sample limits, no estimate, no run fields) make a run."""
     import dataclasses
 
-    from tracks.common.track import Track
+    from tracks.common.track import Track, TrackParts
+
+    def required(cls, source):
+        return {field.name: getattr(source, field.name) for field in dataclasses.fields(cls)
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
 
     toy = _track("toy")
-    required = {field.name: getattr(toy, field.name) for field in dataclasses.fields(Track)
-                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
-    bare = Track(**required, results=toy.results)
-    assert bare.resources(toy.presets["smoke"]) is None and bare.sample_limits(None) == []
+    parts = TrackParts(**required(TrackParts, toy.parts))
+    bare = Track(**{**required(Track, toy), "load_parts": lambda: parts}, results=toy.results)
+    assert bare.resources(toy.presets["smoke"]) is None and bare.parts.sample_limits(None) == []
     code, out, err = _run(bare, ["--preset", "smoke", "--out", tmp_path / "run"])
     assert code == 0, err
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert sorted(entry["id"] for entry in results["models"]) == sorted(spec.id for spec in toy.grid(
+    assert sorted(entry["id"] for entry in results["models"]) == sorted(spec.id for spec in toy.parts.grid(
         toy.presets["smoke"]))
     assert "estimated time" not in out and "report with figures:" in out

@@ -122,7 +122,7 @@ def diagnose_command(track, argv, environment):
 
         setup_runtime("fp32", "off", "none", seed=config.seed)
         ctx = RunContext(config, run, data)
-        summary = measure_at_initialisation(track, ctx, track.grid(config), diagnose=True)
+        summary = measure_at_initialisation(track, ctx, track.parts.grid(config), diagnose=True)
         run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
                            banner=data.banner, initialisation=summary)
         instruments.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)

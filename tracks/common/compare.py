@@ -257,7 +257,7 @@ def compare_command(track, argv):
         if empty:
             return fail(f"{name} {getattr(args, name.lower())} {empty}: there is nothing to compare")
     configure_process(read_environment())  # the tracks' figures and findings may use Keras
-    kind, title_of = kinds["RUN"], track.data_title
+    kind, title_of = kinds["RUN"], track.parts.data_title
     log(f"reference: {args.reference} ({_describe(reference, reference_config, title_of)})")
     log(f"this run:  {args.run} ({_describe(run, run_config, title_of)})")
     same_data, data_sentence = data_differences(_fingerprint(reference, reference_config),
@@ -273,8 +273,8 @@ def compare_command(track, argv):
         rows, outside = comparison_rows(initialisation_figures(reference), initialisation_figures(run), bands)
         verdicts = []
     else:
-        rows, outside = comparison_rows(track.figures(reference), track.figures(run), bands)
-        verdicts = verdict_rows(track.findings(reference), track.findings(run))
+        rows, outside = comparison_rows(track.parts.figures(reference), track.parts.figures(run), bands)
+        verdicts = verdict_rows(track.parts.findings(reference), track.parts.findings(run))
     print(text_table(["figure", "reference", "this run", "band", ""], rows))
     if verdicts:
         print()

@@ -302,7 +302,7 @@ def diagnose_saved_models(track, argv, environment):
                 batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
                                               args.input_range, config.seed), None))
             else:
-                x, y = _track_batch(config, data, model, track.instrument_batch, output_index)
+                x, y = _track_batch(config, data, model, track.parts.instrument_batch, output_index)
                 batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
         x, y = batches[0]
         if any(other.shape != x.shape for other, _ in batches):

@@ -106,9 +106,9 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
         data = load(track, config, recorded.get("source") if recorded else None)
-        track.check(RunContext(config, data=data))
+        track.parts.check(RunContext(config, data=data))
         config = fit_samples(track, config, data, given_options(args, track.config_cls))
-        actual = {**track.fingerprint(data), "banner": data.banner}
+        actual = {**track.parts.fingerprint(data), "banner": data.banner}
         if run is None:
             kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
             return config, RunDirectory.create(run_name, config, out=args.out, data_fingerprint=actual,
@@ -137,7 +137,7 @@ def fit_samples(track, config, data, given):
         ValueError: a given sample size above what the data have.
     """
     lowered = {}
-    for field, available, where in track.sample_limits(RunContext(config, data=data)):
+    for field, available, where in track.parts.sample_limits(RunContext(config, data=data)):
         count = getattr(config, field)
         if count <= available:
             continue

@@ -17,7 +17,7 @@ def load(track, config, source=None, log=None):
     if source is not None:
         config = dataclasses.replace(config, data=source)
     context = RunContext(config) if log is None else RunContext(config, log=log)
-    return track.load_data(context)
+    return track.parts.load_data(context)
 
 
 def initial_models(track, ctx, specs):
@@ -35,13 +35,13 @@ def initial_models(track, ctx, specs):
         seen.add((spec.variant, spec.depth))
         keras.utils.set_random_seed(ctx.seed)
         models.append(GridModel(f"{spec.variant}-{spec.depth}", spec.variant, spec.depth,
-                                track.build_model(spec, ctx), spec.plain))
+                                track.parts.build_model(spec, ctx), spec.plain))
     return models
 
 
 def instrument_subtitle(track, ctx, x):
     """The subtitle of a training run's plots at initialisation: the run's subtitle and the batch."""
-    return f"{track.subtitle(ctx)}; at initialisation, {len(x)} {track.instrument_examples}"
+    return f"{track.parts.subtitle(ctx)}; at initialisation, {len(x)} {track.instrument_examples}"
 
 
 def diagnose_subtitle(track, ctx, x):
@@ -61,7 +61,7 @@ def measure_at_initialisation(track, ctx, specs, *, diagnose=False):
     """
     from tracks.common import instruments
 
-    x, y = track.instrument_batch(ctx)
+    x, y = track.parts.instrument_batch(ctx)
     subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, x)
     return instruments.at_initialisation(
         initial_models(track, ctx, specs), x, ctx.run.path, y=y, banner=ctx.data.plot_banner,
@@ -86,15 +86,15 @@ def train_one_run(track, ctx):
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
                             cpu_xla=track.cpu_xla, cpu_graph_optimizer=track.cpu_graph_optimizer)
     ctx = ctx.replace(runtime=runtime)
-    specs = track.grid(config)
+    specs = track.parts.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(track, ctx), data.description)
     run.update_results(schema=SCHEMA, track=track.name, preset=config.preset, dataset=data.name, dataset_title=data.title,
-                       banner=data.banner, **track.run_fields(ctx), **runtime.describe())
+                       banner=data.banner, **track.parts.run_fields(ctx), **runtime.describe())
     if "initialisation" not in run.read_results():
         run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))
-    results = run_grid(run, specs, lambda spec: track.train_one(spec, ctx), log=ctx.log,
+    results = run_grid(run, specs, lambda spec: track.parts.train_one(spec, ctx), log=ctx.log,
                        cost=lambda spec: spec.cost, seed=config.seed, results=track.results)
-    ctx.log(track.report(results, ctx))
+    ctx.log(track.parts.report(results, ctx))
 
 
 __all__ = ["diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load",

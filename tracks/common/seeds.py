@@ -56,7 +56,7 @@ def train_each_seed(track, run, config, data):
     for index, seed in enumerate(config.seeds):
         seed_config = dataclasses.replace(config, seed=seed, seeds=())
         seed_data = data if seed == config.seed else load(track, seed_config)
-        actual = {**track.fingerprint(seed_data), "banner": seed_data.banner}
+        actual = {**track.parts.fingerprint(seed_data), "banner": seed_data.banner}
         child = RunDirectory(seed_directory(run, seed), run.track)
         child.path.mkdir(exist_ok=True)
         if child.config_path.exists():
@@ -77,7 +77,7 @@ def train(track, config, run, data):
     if not config.seeds:
         return train_one_run(track, RunContext(config, run, data))
     seed_runs = train_each_seed(track, run, config, data)
-    log(track.seeds_report(seed_runs, RunContext(config, run, data)))
+    log(track.parts.seeds_report(seed_runs, RunContext(config, run, data)))
     return None
 
 

@@ -1,11 +1,19 @@
 """A track as data: what one `python -m tracks.X` is made of; `tracks.common.cli.main(track, argv)` runs it.
 
-A track is a frozen `Track` whose fields name its parts. Each part is a
-function of the track's own modules, named lazily with `part("module:name")`
-so that `python -m tracks.X --help` and every refusal answer before
-TensorFlow loads. Every part that needs the run's state takes one
-`RunContext`, last: `grid(config)`, `load_data(ctx)`, `train_one(spec, ctx)`,
-`report(results, ctx)`.
+A track is a frozen `Track`, built in its track.py, in two halves:
+
+- what the command line needs before anything loads (name, usage, config
+  class, presets, `parse_source` for `--data`, `resources` for the cost):
+  functions of modules that import the standard library only, so that
+  `python -m tracks.X --help` and every refusal answer before TensorFlow
+  loads;
+- `load_parts`, a function of track.py that imports the track's training
+  modules (TensorFlow, Keras) and returns its `TrackParts`: loading,
+  training and reporting, each a real function reference an editor can
+  follow. `track.parts` calls it once the options are checked.
+
+Every part that needs the run's state takes one `RunContext`, last:
+`grid(config)`, `load_data(ctx)`, `train_one(spec, ctx)`, `report(results, ctx)`.
 
 Everything a run does with these parts (options and presets, the run
 directory and its lock, resume, the instruments at initialisation, `--seeds`,
@@ -16,7 +24,7 @@ docs/architecture.md walks through one run.
 """
 
 import dataclasses
-import importlib
+import functools
 import pathlib
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
@@ -36,27 +44,6 @@ class GridModel(NamedTuple):
     depth: int
     model: Any
     plain: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Part:
-    """A function named "package.module:function", imported when first called (not when the track loads)."""
-
-    target: str
-
-    def __call__(self, *args, **kwargs):
-        module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-    def __repr__(self):
-        return f"part({self.target!r})"
-
-
-def part(target):
-    """The function `target` ("tracks.X.experiment:grid"), imported when the run first needs it."""
-    if target.count(":") != 1:
-        raise ValueError(f"a part is named 'package.module:function', not {target!r}")
-    return Part(target)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -132,46 +119,35 @@ def source_title(name):
 
 
 @dataclasses.dataclass(frozen=True)
-class Track:
-    """A track's parts. The required ones say what it trains, how, and what it reports.
+class TrackParts:
+    """What a track loads, trains and reports with: returned by its `load_parts()`, after the options are checked.
 
     Data (`load_data(ctx)` gives an object with `name`, `title`, `banner`
     (the long warning of a fallback data set, or None), `plot_banner` (its
     short form on figures) and `description` (the line printed before training)):
-        parse_source(text): the `--data` value made absolute where it names a
-            path (ValueError for a bad one), before anything loads.
         fingerprint(data): a dict that identifies the data (`--resume` refuses others).
         check(ctx): raises ValueError for options that do not fit the data.
         sample_limits(ctx): [(field, available, "test images of <data>")]:
             the instruments' sample sizes and their ceilings (resume.fit_samples).
         data_title(name): a recorded source name as a reader names it.
+        run_fields(ctx): run-level fields of results.json besides the common ones.
 
     Models and training (`grid(config)` gives objects with `id`, `variant`,
     `depth`, `plain` (no block adds its input back) and `cost` (relative
     training time)):
         build_model(spec, ctx): the uncompiled Keras model of one grid point.
         instrument_batch(ctx): (x, y), the fixed batch the instruments read.
-        train_one(spec, ctx): trains one grid point; its `ModelResult` (of `results.MODEL_TYPE`).
-        resources(config, data=None, accelerator=False): the run's
-            `limits.Estimate` (memory, time) from its config alone, refined by
-            the data once loaded; None: never refused, no estimate printed.
-        run_fields(ctx): run-level fields of results.json besides the common ones.
+        train_one(spec, ctx): trains one grid point; its `ModelResult`.
 
-    The report (`results`: the track's `RunResults` subclass, which reads its
-    results.json; every part below gets one):
+    The report (each gets the track's typed `RunResults`):
         subtitle(ctx): the line under every figure's title that says which run it is.
         report(results, ctx): figures and summary.md of a finished run; returns
             the lines the run ends with in the terminal.
         seeds_report(seed_runs, ctx): the same for a `--seeds` run.
         figures(results): {figure: (value, unit)} that `compare` sets beside a reference's.
         findings(results): the run's `Finding`s.
-        commands: extra subcommands, name -> f(track, argv) -> exit code.
     """
 
-    name: str  # "X": the command `python -m tracks.X`, runs/X-<timestamp>/
-    usage: str  # the --help text (the track's __main__ docstring)
-    config_cls: type  # a frozen dataclass (tracks/common/config.py reads its fields)
-    presets: Mapping[str, Any]
     load_data: Callable
     fingerprint: Callable
     grid: Callable
@@ -183,13 +159,42 @@ class Track:
     seeds_report: Callable
     figures: Callable
     findings: Callable
-    results: type = RunResults
-    parse_source: Callable = same_source
     check: Callable = no_check
     sample_limits: Callable = no_sample_limits
     data_title: Callable = source_title
-    resources: Callable = no_estimate
     run_fields: Callable = no_run_fields
+
+
+@functools.cache
+def _loaded(load_parts):
+    parts = load_parts()
+    if not isinstance(parts, TrackParts):
+        raise TypeError(f"{load_parts.__qualname__}() must return a TrackParts, got {type(parts).__name__}")
+    return parts
+
+
+@dataclasses.dataclass(frozen=True)
+class Track:
+    """A track: what its command line needs before anything loads, and `load_parts` for the rest.
+
+    The fields below `load_parts` are read before TensorFlow loads, so their
+    functions live in modules that import the standard library only:
+        parse_source(text): the `--data` value made absolute where it names a
+            path (ValueError for a bad one), before anything loads.
+        resources(config, data=None, accelerator=False): the run's
+            `limits.Estimate` (memory, time) from its config alone, refined by
+            the data once loaded; None: never refused, no estimate printed.
+        commands: extra subcommands, name -> f(track, argv) -> exit code.
+    """
+
+    name: str  # "X": the command `python -m tracks.X`, runs/X-<timestamp>/
+    usage: str  # the --help text (the track's __main__ docstring)
+    config_cls: type  # a frozen dataclass (tracks/common/config.py reads its fields)
+    presets: Mapping[str, Any]
+    load_parts: Callable[[], TrackParts]  # imports the training modules: called once the options are checked
+    results: type = RunResults  # the track's typed results.json
+    parse_source: Callable = same_source
+    resources: Callable = no_estimate
     commands: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
     default_preset: str = "quick"
     diagnose_preset: Optional[str] = None  # the preset `diagnose` starts from (default: default_preset)
@@ -204,5 +209,10 @@ class Track:
     def prog(self):
         return f"python -m tracks.{self.name}"
 
+    @property
+    def parts(self) -> TrackParts:
+        """The track's `TrackParts` (its training modules imported on first use, then kept)."""
+        return _loaded(self.load_parts)
 
-__all__ = ["GridModel", "Part", "RunContext", "Track", "part", "source_title"]
+
+__all__ = ["GridModel", "RunContext", "Track", "TrackParts", "source_title"]

@@ -16,41 +16,51 @@ writes a sample so you can read the difference.
     python -m tracks.language prefetch                   # download Tiny Shakespeare for offline runs
 """
 
-from tracks.common.track import Track, part
-from tracks.language.results import LanguageResults
+from tracks.common.track import Track, TrackParts
+from tracks.language import plan, source
 from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
+from tracks.language.results import LanguageResults
 from tracks.language.sample import sample_command
-from tracks.language.source import TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST
+
+
+def load_parts() -> TrackParts:
+    """Loading, training and reporting: modules that import TensorFlow, imported once the options are checked."""
+    from tracks.language import data, experiment, findings, report
+
+    return TrackParts(
+        # Data: plan.py (loading, checks, cost), data.py (the texts), vocabulary.py.
+        load_data=plan.load_data,
+        fingerprint=data.fingerprint,
+        check=plan.check,
+        sample_limits=plan.sample_limits,
+        data_title=data.dataset_title,
+        run_fields=plan.run_fields,
+        # Models and training: experiment.py (pipeline.py: the batches).
+        grid=experiment.grid,
+        build_model=experiment.build_model,
+        instrument_batch=experiment.instrument_batch,
+        train_one=experiment.train_one,
+        # The report: report.py, findings.py.
+        subtitle=report.subtitle,
+        report=report.report,
+        seeds_report=report.seeds_report,
+        figures=report.comparison_figures,
+        findings=findings.language_findings,
+    )
+
 
 TRACK = Track(
     name="language",
     usage=__doc__,
     config_cls=LanguageConfig,
     presets=PRESETS,
-    # Data: source.py (--data), plan.py (loading, checks, cost), data.py (the texts), vocabulary.py.
-    parse_source=part("tracks.language.source:parse_source"),
-    load_data=part("tracks.language.plan:load_data"),
-    fingerprint=part("tracks.language.data:fingerprint"),
-    check=part("tracks.language.plan:check"),
-    sample_limits=part("tracks.language.plan:sample_limits"),
-    data_title=part("tracks.language.data:dataset_title"),
-    resources=part("tracks.language.plan:resources"),
-    run_fields=part("tracks.language.plan:run_fields"),
-    prefetch=(TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST),
-    # Models and training: experiment.py (pipeline.py: the batches).
-    grid=part("tracks.language.experiment:grid"),
-    build_model=part("tracks.language.experiment:build_model"),
-    instrument_batch=part("tracks.language.experiment:instrument_batch"),
-    instrument_examples="validation windows",
-    train_one=part("tracks.language.experiment:train_one"),
-    cpu_xla=CPU_XLA,
-    # The report: report.py, findings.py; `sample` generates from a run's best model (sample.py).
-    subtitle=part("tracks.language.report:subtitle"),
-    report=part("tracks.language.report:report"),
-    seeds_report=part("tracks.language.report:seeds_report"),
-    figures=part("tracks.language.report:comparison_figures"),
+    load_parts=load_parts,
     results=LanguageResults,  # results.json, typed: results.py
-    findings=part("tracks.language.findings:language_findings"),
-    commands={"sample": sample_command},
+    parse_source=source.parse_source,  # --data: source.py
+    resources=plan.resources,  # memory and time, before anything loads: plan.py
+    prefetch=(source.TINY_SHAKESPEARE, source.TINY_SHAKESPEARE_HOST),
+    instrument_examples="validation windows",
+    cpu_xla=CPU_XLA,
+    commands={"sample": sample_command},  # generates from a run's best model: sample.py
     diagnose_title="Character Transformers at initialisation",
 )

@@ -5,7 +5,6 @@ import hashlib
 
 import numpy as np
 
-SOURCES = ("spirals",)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,12 +39,6 @@ def spirals(points, noise, seed, turns=1.5):
     x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
     x += rng.normal(0, noise, x.shape)
     return x.astype("float32"), label.astype("int32")
-
-
-def parse_source(text):
-    if text not in SOURCES:
-        raise ValueError(f"unknown data source {text!r}; accepted: {', '.join(SOURCES)}")
-    return text
 
 
 def load(config):

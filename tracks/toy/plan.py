@@ -2,6 +2,16 @@
 
 from tracks.common.limits import Estimate
 
+SOURCES = ("spirals",)
+
+
+def parse_source(text):
+    """`--data`: the toy track has one data set, the two spirals."""
+    if text not in SOURCES:
+        raise ValueError(f"unknown data source {text!r}; accepted: {', '.join(SOURCES)}")
+    return text
+
+
 # The estimate of a run before it starts (`resources`), for the refusal of a run longer than a day on a CPU:
 # a time per layer and step, plus each layer's 6 x batch x width^2 floating-point operations at CPU_FLOPS.
 # The figures' sources: docs/maintainers.md, "Timings the code assumes".

@@ -12,35 +12,46 @@ boundaries show it, and every instrument of the other tracks measures it.
     python -m tracks.toy diagnose               # the instruments at initialisation only
 """
 
-from tracks.common.track import Track, part
-from tracks.toy.results import ToyResults
+from tracks.common.track import Track, TrackParts
+from tracks.toy import plan
 from tracks.toy.presets import PRESETS, ToyConfig
+from tracks.toy.results import ToyResults
+
+
+def load_parts() -> TrackParts:
+    """Loading, training and reporting: modules that import TensorFlow, imported once the options are checked."""
+    from tracks.toy import data, experiment, findings, report
+
+    return TrackParts(
+        # Data: plan.py (loading, the instruments' sample, cost), data.py (the spirals).
+        load_data=plan.load_data,
+        fingerprint=data.fingerprint,
+        sample_limits=plan.sample_limits,
+        # Models and training: experiment.py.
+        grid=experiment.grid,
+        build_model=experiment.build_model,
+        instrument_batch=experiment.instrument_batch,
+        train_one=experiment.train_one,
+        # The report: report.py, findings.py.
+        subtitle=report.subtitle,
+        report=report.report,
+        seeds_report=report.seeds_report,
+        figures=report.comparison_figures,
+        findings=findings.toy_findings,
+    )
+
 
 TRACK = Track(
     name="toy",
     usage=__doc__,
     config_cls=ToyConfig,
     presets=PRESETS,
-    # Data: data.py (the spirals), plan.py (loading, the instruments' sample, cost).
-    parse_source=part("tracks.toy.data:parse_source"),
-    load_data=part("tracks.toy.plan:load_data"),
-    fingerprint=part("tracks.toy.data:fingerprint"),
-    sample_limits=part("tracks.toy.plan:sample_limits"),
-    resources=part("tracks.toy.plan:resources"),
-    # Models and training: experiment.py.
-    grid=part("tracks.toy.experiment:grid"),
-    build_model=part("tracks.toy.experiment:build_model"),
-    instrument_batch=part("tracks.toy.experiment:instrument_batch"),
+    load_parts=load_parts,
+    results=ToyResults,  # results.json, typed: results.py
+    parse_source=plan.parse_source,  # --data: plan.py
+    resources=plan.resources,  # time, before anything loads: plan.py
     instrument_options={"jacobian_depths": 4},  # the Jacobian along 4 depths: seconds, not half a minute
-    train_one=part("tracks.toy.experiment:train_one"),
     cpu_xla=False,  # measured: tracing dominates these small steps, and XLA adds its compilation
     cpu_graph_optimizer=False,  # Grappler off: faster first steps (measured: docs/maintainers.md)
-    # The report: report.py, findings.py.
-    subtitle=part("tracks.toy.report:subtitle"),
-    report=part("tracks.toy.report:report"),
-    seeds_report=part("tracks.toy.report:seeds_report"),
-    figures=part("tracks.toy.report:comparison_figures"),
-    results=ToyResults,  # results.json, typed: results.py
-    findings=part("tracks.toy.findings:toy_findings"),
     diagnose_title="Plain and residual MLPs at initialisation",
 )

@@ -13,40 +13,51 @@ worse (the degradation problem), deeper residual networks train better.
     python -m tracks.vision prefetch              # download CIFAR-10 for offline runs
 """
 
-from tracks.common.track import Track, part
-from tracks.vision.results import VisionResults
+from tracks.common.track import Track, TrackParts
+from tracks.vision import plan, source
 from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
-from tracks.vision.source import CIFAR10_HOST
+from tracks.vision.results import VisionResults
+
+
+def load_parts() -> TrackParts:
+    """Loading, training and reporting: modules that import TensorFlow, imported once the options are checked."""
+    from tracks.vision import data, experiment, findings, report
+    from tracks.vision.data import sources
+
+    return TrackParts(
+        # Data: plan.py (loading, checks, cost), data/ (the images).
+        load_data=plan.load_data,
+        fingerprint=data.fingerprint,
+        check=plan.check,
+        sample_limits=plan.sample_limits,
+        data_title=sources.dataset_title,
+        run_fields=plan.run_fields,
+        # Models and training: experiment.py.
+        grid=experiment.grid,
+        build_model=experiment.build_model,
+        instrument_batch=experiment.instrument_batch,
+        train_one=experiment.train_one,
+        # The report: report.py, findings.py.
+        subtitle=report.subtitle,
+        report=report.report,
+        seeds_report=report.seeds_report,
+        figures=report.comparison_figures,
+        findings=findings.vision_findings,
+    )
+
 
 TRACK = Track(
     name="vision",
     usage=__doc__,
     config_cls=VisionConfig,
     presets=PRESETS,
-    # Data: tracks/vision/source.py (--data), plan.py (loading, checks, cost), data/ (the images).
-    parse_source=part("tracks.vision.source:parse_source"),
-    load_data=part("tracks.vision.plan:load_data"),
-    fingerprint=part("tracks.vision.data:fingerprint"),
-    check=part("tracks.vision.plan:check"),
-    sample_limits=part("tracks.vision.plan:sample_limits"),
-    data_title=part("tracks.vision.data.sources:dataset_title"),
-    resources=part("tracks.vision.plan:resources"),
-    run_fields=part("tracks.vision.plan:run_fields"),
-    prefetch=("cifar10", CIFAR10_HOST),
-    # Models and training: experiment.py.
-    grid=part("tracks.vision.experiment:grid"),
-    build_model=part("tracks.vision.experiment:build_model"),
-    instrument_batch=part("tracks.vision.experiment:instrument_batch"),
-    instrument_examples="training images",
-    train_one=part("tracks.vision.experiment:train_one"),
-    cpu_xla=CPU_XLA,
-    # The report: report.py, findings.py.
-    subtitle=part("tracks.vision.report:subtitle"),
-    report=part("tracks.vision.report:report"),
-    seeds_report=part("tracks.vision.report:seeds_report"),
-    figures=part("tracks.vision.report:comparison_figures"),
+    load_parts=load_parts,
     results=VisionResults,  # results.json, typed: results.py
-    findings=part("tracks.vision.findings:vision_findings"),
+    parse_source=source.parse_source,  # --data: source.py
+    resources=plan.resources,  # memory and time, before anything loads: plan.py
+    prefetch=("cifar10", source.CIFAR10_HOST),
+    instrument_examples="training images",
+    cpu_xla=CPU_XLA,
     diagnose_preset="mechanism",  # `diagnose --preset quick` measures the quick grid instead
     diagnose_title="Vision networks at initialisation",
 )
