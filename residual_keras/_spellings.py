@@ -14,6 +14,8 @@ KERAS_IO = "keras-io's examples"
 APPLICATIONS = "keras.applications' ResNet"
 KERAS_HUB = "keras-hub"
 BEFORE = "residual_keras 0.1 (CHANGELOG.md, 0.2.0)"
+BEFORE_0_3 = "residual_keras 0.2 (CHANGELOG.md, 0.3.0)"
+TIMM = "timm (where zero_init_last starts the last BatchNorm's gamma at 0)"
 
 # {their name: (what to write here, whose name it is)}
 TRANSFORMER_BLOCK = {
@@ -32,7 +34,14 @@ CONV_BLOCK = {
     "stride": ("strides", APPLICATIONS),
     "conv_shortcut": ('shortcut="B" (a 1x1 projection; "A" pads with zeros)', APPLICATIONS),
     "use_pre_activation": ("PreActBasicBlock, a block of its own", KERAS_HUB),
+    "zero_init_last": ("zero_gamma=True on BasicBlock and BottleneckBlock (the last BatchNorm's gamma at 0), "
+                       "zero_last_conv=True on PreActBasicBlock (the last convolution at 0)", f"{BEFORE_0_3} and {TIMM}"),
 }
+RESIDUAL = {
+    "identity_init": ("rezero (one name for ReZero's scalar on every layer)", BEFORE_0_3),
+}
+# The block families renamed in 0.3.0: {old name: the new one} (blocks.py answers the old one)
+RENAMED_FAMILIES = {"zero_init_preact": "zero_last_conv_preact"}
 FIXUP_BLOCK = {
     "stride": ("strides", APPLICATIONS),
     "conv_shortcut": ("nothing: a Fixup block pads with zeros where the shape changes (option A)",
@@ -48,7 +57,7 @@ CIFAR_RESNET = {
     "norm": ('an argument of the block family: block=rk.blocks.basic(norm="none"); norm="fixup" is '
              "block=rk.blocks.fixup()", BEFORE),
     "zero_gamma": ("a block family: block=rk.blocks.zero_gamma_basic()", BEFORE),
-    "zero_init_last": ("a block family: block=rk.blocks.zero_init_preact()", BEFORE),
+    "zero_init_last": ("a block family: block=rk.blocks.zero_last_conv_preact()", BEFORE),
 }
 TRANSFORMER_LM = {
     "vocabulary_size": ("vocab_size", KERAS_HUB),
@@ -74,6 +83,12 @@ def refuse_other_spellings(owner, arguments, spellings):
             raise TypeError(f"{owner}: {name} is the name in {whose}; residual_keras calls it {ours}.")
 
 
+def renamed_since_0_2(config, spellings):
+    """A layer's config from a `.keras` file saved by 0.2.0, its renamed arguments given their new names."""
+    new_names = {"identity_init": "rezero", "zero_init_last": "zero_last_conv"}
+    return {new_names.get(key, key) if key in spellings else key: value for key, value in config.items()}
+
+
 def refuses(spellings):
     """Decorator: the function refuses `spellings` (as `refuse_other_spellings`) before it runs."""
     def decorate(function):
@@ -85,5 +100,6 @@ def refuses(spellings):
     return decorate
 
 
-__all__ = ["CIFAR_RESNET", "CONV_BLOCK", "EMBEDDING", "FIXUP_BLOCK", "TRANSFORMER_BLOCK", "TRANSFORMER_BLOCK_CALL",
-           "TRANSFORMER_LM", "refuse_other_spellings", "refuses"]
+__all__ = ["CIFAR_RESNET", "CONV_BLOCK", "EMBEDDING", "FIXUP_BLOCK", "RENAMED_FAMILIES", "RESIDUAL",
+           "TRANSFORMER_BLOCK", "TRANSFORMER_BLOCK_CALL", "TRANSFORMER_LM", "refuse_other_spellings", "refuses",
+           "renamed_since_0_2"]

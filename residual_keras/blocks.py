@@ -11,7 +11,7 @@ nothing to check:
     cifar_resnet(56, block=blocks.basic(shortcut="B")) # 1x1 projections where the shape changes
     cifar_resnet(56, block=blocks.zero_gamma_basic())  # each block's last BN gamma at 0
     cifar_resnet(56, block=blocks.preact())            # He et al. 2016, x + f(x)
-    cifar_resnet(56, block=blocks.zero_init_preact(norm="none"))  # identity at init, no BatchNorm
+    cifar_resnet(56, block=blocks.zero_last_conv_preact(norm="none"))  # identity at init, no BatchNorm
     cifar_resnet(56, block=blocks.fixup())             # Zhang et al. 2019, no normalisation
     cifar_resnet(56, block=blocks.own(MyBlock))        # a block of one's own
 
@@ -29,6 +29,7 @@ from residual_keras.fixup import FixupBasicBlock
 from residual_keras.preact_blocks import PreActBasicBlock
 from residual_keras.resnet_blocks import NORMS, BasicBlock
 from residual_keras.shortcuts import SHORTCUTS
+from residual_keras._spellings import RENAMED_FAMILIES
 
 BlockMaker = Callable[..., keras.layers.Layer]
 
@@ -133,7 +134,7 @@ def plain_preact(norm: str = "batchnorm") -> BlockFamily:
                        "plain", norm, preact=True)
 
 
-def zero_init_preact(shortcut: str = "A", norm: str = "batchnorm") -> BlockFamily:
+def zero_last_conv_preact(shortcut: str = "A", norm: str = "batchnorm") -> BlockFamily:
     """The pre-activation block with its last conv at 0: every block starts as exactly `x`.
 
     Args:
@@ -141,8 +142,8 @@ def zero_init_preact(shortcut: str = "A", norm: str = "batchnorm") -> BlockFamil
         norm: "batchnorm" or "none". Default "batchnorm".
     """
     _checked(shortcut, norm)
-    return BlockFamily(f"zero_init_preact(shortcut={shortcut!r}, norm={norm!r})",
-                       _conv(PreActBasicBlock, shortcut=shortcut, norm=norm, zero_init_last=True), "resnet",
+    return BlockFamily(f"zero_last_conv_preact(shortcut={shortcut!r}, norm={norm!r})",
+                       _conv(PreActBasicBlock, shortcut=shortcut, norm=norm, zero_last_conv=True), "resnet",
                        norm, preact=True)
 
 
@@ -202,6 +203,14 @@ def family(block: Any) -> BlockFamily:
     raise TypeError(f"block must be a rk.blocks family or a class or factory of a block, got {block!r}.")
 
 
+def __getattr__(name: str) -> Any:
+    """A block family renamed since 0.2.0 is answered with its new name, in one line."""
+    if name in RENAMED_FAMILIES:
+        raise AttributeError(f"residual_keras.blocks.{name} is the name in residual_keras 0.2 (CHANGELOG.md, "
+                             f"0.3.0); it is now residual_keras.blocks.{RENAMED_FAMILIES[name]}.")
+    raise AttributeError(f"module 'residual_keras.blocks' has no attribute {name!r}")
+
+
 __all__ = ["BlockFamily", "basic", "fixup", "own", "plain", "plain_preact", "preact", "zero_gamma_basic",
-           "zero_init_preact"]
+           "zero_last_conv_preact"]
 

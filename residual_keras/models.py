@@ -79,7 +79,7 @@ def cifar_resnet(
             (its plain twin, the same layers), `basic(shortcut="B")`,
             `zero_gamma_basic()`, `preact()` (He et al. 2016: `x + f(x)`
             and a final BN-ReLU before pooling), `plain_preact()`,
-            `zero_init_preact()`, `fixup()` (no normalisation, Fixup
+            `zero_last_conv_preact()`, `fixup()` (no normalisation, Fixup
             initialisation); `norm="none"` where a family takes it removes
             every normalisation. Or a block of one's own: a class or
             factory called as `block(filters, strides, name=...)` that
@@ -183,7 +183,7 @@ def transformer_lm(
     num_heads: int = 4,
     intermediate_dim: Optional[int] = None,
     norm_position: str = "pre",
-    residual: Union[bool, str] = True,
+    residual: bool = True,
     rezero: bool = False,
     dropout: float = 0.0,
     init: str = "gpt2",

@@ -13,7 +13,7 @@ leaves the stream untouched between blocks, so for any l < L
     dLoss/dx_l = dLoss/dx_L (I + d/dx_l sum_i f(x_i)):
 
 the gradient of the last block reaches every earlier block through the term
-`I` unchanged (within a stage; see below). With `zero_init_last=True` the
+`I` unchanged (within a stage; see below). With `zero_last_conv=True` the
 last convolution starts at 0, so `f = 0` and every block starts as the
 identity: the Jacobian of the whole stack, and the gradient's gain, are
 exactly 1 at initialisation.
@@ -42,6 +42,7 @@ import numpy as np
 from residual_keras.resnet_blocks import ConvBlockBase
 from residual_keras.steps import ResidualStep
 from residual_keras._types import ArrayLike, IntOrPair
+from residual_keras._spellings import CONV_BLOCK, renamed_since_0_2
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -62,7 +63,7 @@ class PreActBasicBlock(ConvBlockBase):
             Default "A".
         norm: "batchnorm" (the paper) or "none" (no normalisation; the
             convolutions get biases). Default "batchnorm".
-        zero_init_last: bool. Start the last convolution's kernel at 0, so
+        zero_last_conv: bool. Start the last convolution's kernel at 0, so
             the block is `shortcut(x)` at initialisation. Needs
             `residual=True`. Default False (the paper).
         kernel_initializer: as in `BasicBlock`; so are `kernel_regularizer`,
@@ -78,7 +79,7 @@ class PreActBasicBlock(ConvBlockBase):
 
     Example:
         >>> x = keras.random.normal((2, 32, 32, 16))
-        >>> block = PreActBasicBlock(16, zero_init_last=True)
+        >>> block = PreActBasicBlock(16, zero_last_conv=True)
         >>> bool(keras.ops.all(block(x) == x))  # the identity at initialisation
         True
 
@@ -87,20 +88,20 @@ class PreActBasicBlock(ConvBlockBase):
         Networks", https://arxiv.org/abs/1603.05027
     """
 
-    def __init__(self, filters: int, strides: IntOrPair = 1, *, zero_init_last: bool = False, **kwargs) -> None:
+    def __init__(self, filters: int, strides: IntOrPair = 1, *, zero_last_conv: bool = False, **kwargs) -> None:
         super().__init__(filters, strides, **kwargs)
-        if zero_init_last and not self.residual:
+        if zero_last_conv and not self.residual:
             raise ValueError(
-                "zero_init_last=True needs residual=True: without a shortcut the "
+                "zero_last_conv=True needs residual=True: without a shortcut the "
                 "block would output 0 for every input."
             )
-        self.zero_init_last = bool(zero_init_last)
+        self.zero_last_conv = bool(zero_last_conv)
 
     def build_branch(self, input_shape):
         self.norm1 = self._norm("branch1_norm", input_shape)
         self.conv1, shape = self._conv("branch1_conv", self.filters, self.kernel_size, self.strides, input_shape)
         self.norm2 = self._norm("branch2_norm", shape)
-        last_initializer = "zeros" if self.zero_init_last else None  # None: kernel_initializer
+        last_initializer = "zeros" if self.zero_last_conv else None  # None: kernel_initializer
         self.conv2, _ = self._conv("branch2_conv", self.filters, self.kernel_size, 1, shape, last_initializer)
 
     def _norm_activation(self, norm, x, training):
@@ -128,12 +129,16 @@ class PreActBasicBlock(ConvBlockBase):
         )]
 
     def identity_scale(self):
-        """The norm of the last kernel with zero_init_last=True (0 at initialisation), else None."""
-        if not self.zero_init_last:
+        """The norm of the last kernel with zero_last_conv=True (0 at initialisation), else None."""
+        if not self.zero_last_conv:
             return None
         return float(np.linalg.norm(keras.ops.convert_to_numpy(self.conv2.kernel)))
 
     def get_config(self):
         config = super().get_config()
-        config["zero_init_last"] = self.zero_init_last
+        config["zero_last_conv"] = self.zero_last_conv
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(renamed_since_0_2(config, CONV_BLOCK))  # a .keras file of 0.2.0: zero_init_last

@@ -13,7 +13,7 @@ shortcut and nothing after the addition, `I + df/dx`.
 
 `Residual(branch)` makes any Keras layer or model the f of such a block;
 `residual=False` gives its plain twin `post(f(x))` with the same weights, and
-`identity_init=True` scales the branch by a trainable scalar that starts at 0
+`rezero=True` scales the branch by a trainable scalar that starts at 0
 (ReZero, Bachlechner et al. 2020), so the block starts as `post(shortcut(x))`.
 
 `call` writes the addition; `residual_steps()` (the residual protocol,
@@ -31,6 +31,7 @@ from residual_keras.checks import check_bool
 from residual_keras.steps import BlockLayer, ResidualStep
 from residual_keras._wrapped_layers import _accepts, _build, _deserialize, _layer_or_activation, _output_shape, _serialize
 from residual_keras._types import Activation, ArrayLike
+from residual_keras._spellings import RESIDUAL, refuse_other_spellings, renamed_since_0_2
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -44,7 +45,7 @@ class Residual(BlockLayer):
     - `Residual(f, post=keras.layers.LayerNormalization())`: Post-LN.
     - `residual=False`: the plain twin `y = post(f(x))`, with the same
       weights (a shortcut layer, if given, is built but unused).
-    - `identity_init=True`: `y = post(shortcut(x) + alpha * f(x))` with one
+    - `rezero=True`: `y = post(shortcut(x) + alpha * f(x))` with one
       trainable scalar alpha starting at 0 (ReZero, Bachlechner et al.
       2020): the block starts as `post(shortcut(x))`, the identity when
       there is no `post`, whatever f is.
@@ -69,7 +70,7 @@ class Residual(BlockLayer):
             applied after the addition.
         residual: bool. Add the shortcut (True) or the plain twin (False).
             Default True.
-        identity_init: bool. Scale the branch by a trainable scalar that
+        rezero: bool. ReZero: scale the branch by a trainable scalar that
             starts at 0. Needs `residual=True`. Default False.
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -82,7 +83,7 @@ class Residual(BlockLayer):
 
     Example:
         >>> branch = keras.Sequential([keras.layers.Dense(16, activation="relu"), keras.layers.Dense(8)])
-        >>> block = Residual(branch, identity_init=True)
+        >>> block = Residual(branch, rezero=True)
         >>> x = keras.random.normal((2, 8))
         >>> bool(keras.ops.all(block(x) == x))  # alpha = 0: the identity at initialisation
         True
@@ -95,9 +96,10 @@ class Residual(BlockLayer):
         post: Optional[Activation] = None,
         *,
         residual: bool = True,
-        identity_init: bool = False,
+        rezero: bool = False,
         **kwargs,
     ) -> None:
+        refuse_other_spellings(self.__class__.__name__, kwargs, RESIDUAL)
         super().__init__(**kwargs)
         if isinstance(branch, dict):  # a serialized layer (from_config, or a fresh copy per block)
             branch = keras.saving.deserialize_keras_object(branch)
@@ -114,10 +116,10 @@ class Residual(BlockLayer):
         self.shortcut = shortcut
         self.post = _layer_or_activation("post", post)
         self.residual = check_bool("residual", residual)
-        self.identity_init = check_bool("identity_init", identity_init)
-        if self.identity_init and not self.residual:
+        self.rezero = check_bool("rezero", rezero)
+        if self.rezero and not self.residual:
             raise ValueError(
-                "identity_init=True needs residual=True: a plain twin with alpha = 0 would output "
+                "rezero=True needs residual=True: a plain twin with alpha = 0 would output "
                 "post(0) for every input."
             )
         self.supports_masking = True
@@ -135,18 +137,18 @@ class Residual(BlockLayer):
                 )
         if isinstance(self.post, layers.Layer) and not self.post.built:
             self.post.build(output_shape)
-        self.alpha = None
-        if self.identity_init:
-            self.alpha = self.add_weight(name="alpha", shape=(), initializer="zeros", trainable=True)
+        self.rezero_alpha = None
+        if self.rezero:
+            self.rezero_alpha = self.add_weight(name="rezero_alpha", shape=(), initializer="zeros", trainable=True)
 
     def _branch(self, x, training=None, mask=None):
-        """f(x), or alpha * f(x) with identity_init."""
+        """f(x), or alpha * f(x) with rezero."""
         extra = {"mask": mask} if mask is not None and _accepts(self.branch, "mask") else {}
         # A branch made under another dtype policy (float32, before a mixed one) computes in its own
         # dtype; its update is added in the block's.
         update = ops.cast(self.branch(x, training=training, **extra), self.compute_dtype)
-        if self.alpha is not None:
-            update = ops.cast(self.alpha, update.dtype) * update
+        if self.rezero_alpha is not None:
+            update = ops.cast(self.rezero_alpha, update.dtype) * update
         return update
 
     def _shortcut(self, x, training=None, mask=None):
@@ -164,7 +166,7 @@ class Residual(BlockLayer):
         return self.post(y)
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None, mask: Optional[ArrayLike] = None) -> Any:
-        update = self._branch(inputs, training, mask)  # f(x) (alpha * f(x) with identity_init)
+        update = self._branch(inputs, training, mask)  # f(x) (alpha * f(x) with rezero)
         if self.residual:
             y = self._shortcut(inputs, training, mask) + update  # shortcut(x) + f(x)
         else:
@@ -182,8 +184,8 @@ class Residual(BlockLayer):
         )]
 
     def identity_scale(self):
-        """alpha with `identity_init=True` (0 at initialisation), else None."""
-        return None if self.alpha is None else float(ops.convert_to_numpy(self.alpha))
+        """ReZero's alpha with `rezero=True` (0 at initialisation), else None."""
+        return None if self.rezero_alpha is None else float(ops.convert_to_numpy(self.rezero_alpha))
 
     def compute_output_shape(self, input_shape):
         return _output_shape(self.branch, input_shape)
@@ -199,14 +201,14 @@ class Residual(BlockLayer):
                 "shortcut": _serialize(self.shortcut),
                 "post": _serialize(self.post),
                 "residual": self.residual,
-                "identity_init": self.identity_init,
+                "rezero": self.rezero,
             }
         )
         return config
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
+        config = renamed_since_0_2(config, RESIDUAL)  # a .keras file saved by 0.2.0: identity_init
         config["post"] = _deserialize(config.get("post"))
         return cls(**config)  # branch and shortcut: deserialized by __init__
 

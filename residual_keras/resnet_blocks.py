@@ -203,7 +203,7 @@ class _ConvBlock(ConvBlockBase):
         if zero_gamma and self.norm == "none":
             raise ValueError(
                 "zero_gamma=True needs norm='batchnorm': without BatchNorm there "
-                "is no gamma (Fixup, or PreActBasicBlock(zero_init_last=True), "
+                "is no gamma (Fixup, or PreActBasicBlock(zero_last_conv=True), "
                 "start an unnormalised branch at 0)."
             )
         self.zero_gamma = bool(zero_gamma)

@@ -37,7 +37,7 @@ which returns the probabilities) or, with `fused_attention=True`, through
 """
 
 import functools
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import keras
 from keras import layers, ops
@@ -171,7 +171,7 @@ class TransformerBlock(BlockLayer):
         num_heads: Optional[int] = None,
         intermediate_dim: Optional[int] = None,
         norm_position: str = "pre",
-        residual: Union[bool, str] = True,
+        residual: bool = True,
         rezero: bool = False,
         dropout: float = 0.0,
         activation: Activation = "gelu",

@@ -31,10 +31,6 @@ KINDS = ("logits", "probabilities", "binary_logits", "binary_probabilities", "mu
          "logits_or_probabilities")
 
 
-def _shapes(outputs):
-    return ", ".join(str(tuple(output.shape)) for output in outputs)
-
-
 def _compiled_loss(model):
     return getattr(model, "loss", None) if getattr(model, "compiled", False) else None
 

@@ -18,7 +18,7 @@ batch and in inference mode (so that nothing of the model changes):
   identity-initialised block start as the identity and lets it leave it:
   ReZero's alpha, the mean |gamma| of a zero-gamma block's last BatchNorm,
   Fixup's scale, the norm of a zero-initialised pre-activation block's last
-  kernel, `Residual(identity_init=True)`'s alpha (None otherwise);
+  kernel, `Residual(rezero=True)`'s alpha (None otherwise);
 - `delta_rank`, `delta_effective_rank` and `delta_size`: the rank of what
   the blocks have written into the stream, x_L - x_0, at the stream's
   scale and scale-free, and its size relative to x_0 (`stream_delta_rank`):

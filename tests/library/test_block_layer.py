@@ -64,7 +64,7 @@ BLOCKS = {
     "BottleneckBlock": (lambda: rk.BottleneckBlock(2, strides=2, expansion=4), _images),
     "BottleneckBlock-plain": (lambda: rk.BottleneckBlock(2, expansion=2, residual=False), _images),
     "PreActBasicBlock": (lambda: rk.PreActBasicBlock(8, strides=2, shortcut="B"), _images),
-    "PreActBasicBlock-zero-init": (lambda: rk.PreActBasicBlock(4, zero_init_last=True), _images),
+    "PreActBasicBlock-zero-init": (lambda: rk.PreActBasicBlock(4, zero_last_conv=True), _images),
     "PreActBasicBlock-plain-no-norm": (lambda: rk.PreActBasicBlock(4, residual=False, norm="none"), _images),
     "FixupBasicBlock": (lambda: rk.FixupBasicBlock(8, strides=2, num_blocks=3), _images),
     "FixupBasicBlock-no-final-activation": (
@@ -76,7 +76,7 @@ BLOCKS = {
         lambda: rk.TransformerBlock(num_heads=2, residual=False, norm_position="post"), _sequences),
     "TransformerBlock-fused": (lambda: rk.TransformerBlock(num_heads=2, fused_attention=True), _sequences),
     "Residual": (lambda: rk.Residual(_branch()), _sequences),
-    "Residual-relu-rezero": (lambda: rk.Residual(_branch(), post="relu", identity_init=True), _sequences),
+    "Residual-relu-rezero": (lambda: rk.Residual(_branch(), post="relu", rezero=True), _sequences),
     "Residual-projection-post-ln": (
         lambda: rk.Residual(keras.layers.Dense(5), shortcut=keras.layers.Dense(5, use_bias=False),
                             post=keras.layers.LayerNormalization()), _sequences),

@@ -35,7 +35,7 @@ def _model(make_block, channels=(4, 4, 4, 8, 8)):
 
 
 def _identity_start(filters, strides, name):
-    return PreActBasicBlock(filters, strides, zero_init_last=True, name=name)
+    return PreActBasicBlock(filters, strides, zero_last_conv=True, name=name)
 
 
 def _preact(filters, strides, name):

@@ -61,7 +61,7 @@ CASES = {
     "Residual-projection-post-ln": (
         rk.Residual, {"branch": _serialized(keras.layers.Dense(3)),
                       "shortcut": _serialized(keras.layers.Dense(3, use_bias=False)),
-                      "post": _serialized(keras.layers.LayerNormalization()), "identity_init": True},
+                      "post": _serialized(keras.layers.LayerNormalization()), "rezero": True},
         VECTORS, (4, 3)),
     "ScalarBias": (rk.ScalarBias, {"learning_rate_multiplier": 0.1}, VECTORS, (4, 6)),
     "ScalarScale": (rk.ScalarScale, {"learning_rate_multiplier": 0.1}, VECTORS, (4, 6)),

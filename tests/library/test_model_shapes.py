@@ -164,7 +164,7 @@ def test_a_global_skip_is_not_counted_as_a_path_through_the_blocks():
     stem = layers.Conv2D(4, 3, padding="same")(inputs)
     x = stem
     for index in range(3):
-        x = PreActBasicBlock(4, norm="none", zero_init_last=True, name=f"resblock{index + 1}")(x)
+        x = PreActBasicBlock(4, norm="none", zero_last_conv=True, name=f"resblock{index + 1}")(x)
     x = layers.Add()([layers.Conv2D(4, 3, padding="same")(x), stem])
     model = keras.Model(inputs, layers.Conv2D(3, 3, padding="same")(x))
     x, target = images(4), images(4, seed=5)

@@ -37,10 +37,10 @@ def test_unnormalised_network_has_no_batchnorm_and_biases_instead():
     assert model.name == "resnet20_nonorm"
 
 
-def test_zero_init_preact_network_starts_as_its_shortcuts():
+def test_zero_last_conv_preact_network_starts_as_its_shortcuts():
     # Every block is the identity (or option A) at initialisation: the stream after the stem
     # reaches the final BN-ReLU unchanged apart from subsampling and zero channels.
-    model = cifar_resnet(8, block=rk.blocks.zero_init_preact(), width=4)
+    model = cifar_resnet(8, block=rk.blocks.zero_last_conv_preact(), width=4)
     x = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     stem = keras.Model(model.inputs, model.get_layer("stem_conv").output)(x)
     last = keras.Model(model.inputs, model.get_layer("stage3_block1").output)(x)
@@ -112,7 +112,7 @@ def test_bad_builder_arguments(kwargs, message):
         ("basic", {"shortcut": "C"}, "shortcut='C'"),
         ("basic", {"norm": "layernorm"}, "norm='layernorm'.*'batchnorm', 'none'"),
         ("preact", {"norm": "fixup"}, "norm='fixup'.*'batchnorm', 'none'"),  # Fixup is a family: rk.blocks.fixup()
-        ("zero_init_preact", {"shortcut": "C"}, "shortcut='C'"),
+        ("zero_last_conv_preact", {"shortcut": "C"}, "shortcut='C'"),
         ("plain", {"norm": "group"}, "norm='group'"),
     ],
 )
@@ -129,7 +129,7 @@ def test_bad_block_family_arguments(factory, kwargs, message):
         ({"norm": "fixup"}, "rk.blocks.fixup()"),
         ({"norm": "none"}, 'rk.blocks.basic(norm="none")'),
         ({"zero_gamma": True}, "rk.blocks.zero_gamma_basic()"),
-        ({"zero_init_last": True}, "rk.blocks.zero_init_preact()"),
+        ({"zero_init_last": True}, "rk.blocks.zero_last_conv_preact()"),
     ],
 )
 def test_the_flags_before_the_block_families_are_refused_with_the_family(kwargs, family):
@@ -151,7 +151,7 @@ def test_every_block_family_builds_the_network_it_names():
     expected = {
         "basic": ("resnet8", "stem_norm"), "plain": ("plain8", "stem_norm"),
         "zero_gamma_basic": ("resnet8", "stem_norm"), "preact": ("preact_resnet8", "final_norm"),
-        "plain_preact": ("preact_plain8", "final_norm"), "zero_init_preact": ("preact_resnet8", "final_norm"),
+        "plain_preact": ("preact_plain8", "final_norm"), "zero_last_conv_preact": ("preact_resnet8", "final_norm"),
         "fixup": ("fixup8", "head_bias"),
     }
     for factory, (name, layer) in expected.items():

@@ -76,3 +76,36 @@ def test_no_refused_name_is_one_of_our_own_arguments():
     for owner, name, _, _ in CASES:
         accepted = inspect.signature(targets.get(owner) or getattr(rk, owner)).parameters
         assert name not in accepted, (owner, name)
+
+
+# The names 0.3.0 gave one idea each (issue 49): the old ones refused in one line that names the new one.
+RENAMED = [
+    ("Residual", lambda **kw: rk.Residual(rk.ScalarScale(), **kw), "identity_init", "rezero"),
+    ("PreActBasicBlock", MAKERS["PreActBasicBlock"], "zero_init_last", "zero_gamma=True on BasicBlock"),
+    ("BasicBlock", MAKERS["BasicBlock"], "zero_init_last", "zero_gamma=True on BasicBlock"),
+]
+
+
+@pytest.mark.parametrize("owner, make, old, new", RENAMED, ids=[f"{c[0]}-{c[2]}" for c in RENAMED])
+def test_a_name_renamed_in_0_3_is_refused_with_the_new_one(owner, make, old, new):
+    with pytest.raises(TypeError) as refusal:
+        make(**{old: True})
+    message = str(refusal.value)
+    assert message.startswith(f"{owner}: {old} is the name in residual_keras 0.2") and f"calls it {new}" in message
+    assert "\n" not in message
+
+
+def test_a_renamed_block_family_is_answered_with_its_new_name():
+    with pytest.raises(AttributeError, match=r"^residual_keras.blocks.zero_init_preact is the name in residual_keras "
+                                             r"0.2 .*now residual_keras.blocks.zero_last_conv_preact.$"):
+        rk.blocks.zero_init_preact()
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_family'"):
+        rk.blocks.no_such_family  # noqa: B018
+    assert rk.blocks.zero_last_conv_preact().name.startswith("zero_last_conv_preact(")
+
+
+def test_rezero_is_one_name_on_every_layer():
+    for make in (lambda: rk.Residual(rk.ScalarScale(), rezero=True), lambda: rk.TransformerBlock(num_heads=1, rezero=True)):
+        layer = make()
+        assert layer.rezero is True and layer.get_config()["rezero"] is True
+    assert "rezero" in inspect.signature(rk.transformer_lm).parameters

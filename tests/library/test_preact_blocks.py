@@ -18,7 +18,7 @@ X = np.random.default_rng(0).normal(size=(2, 8, 8, 4)).astype("float32")
         ({"filters": 8, "strides": 2}, (2, 4, 4, 8), 6),  # option A
         ({"filters": 8, "strides": 2, "shortcut": "B"}, (2, 4, 4, 8), 9),
         ({"filters": 8, "strides": 2, "residual": False}, (2, 4, 4, 8), 6),
-        ({"filters": 4, "zero_init_last": True}, (2, 8, 8, 4), 6),
+        ({"filters": 4, "zero_last_conv": True}, (2, 8, 8, 4), 6),
         ({"filters": 4, "norm": "none"}, (2, 8, 8, 4), 4),  # two kernels, two biases
         ({"filters": 8, "strides": 2, "shortcut": "B", "norm": "none"}, (2, 4, 4, 8), 5),
     ],
@@ -38,9 +38,9 @@ def _numpy(tensor):
 @pytest.mark.parametrize("training", [False, True])
 def test_zero_init_block_is_exactly_its_shortcut(training):
     # Negative inputs pass unchanged: no ReLU after the addition (unlike BasicBlock).
-    same = PreActBasicBlock(4, zero_init_last=True)
+    same = PreActBasicBlock(4, zero_last_conv=True)
     np.testing.assert_array_equal(_numpy(same(X, training=training)), X)
-    down = PreActBasicBlock(8, strides=2, zero_init_last=True)
+    down = PreActBasicBlock(8, strides=2, zero_last_conv=True)
     np.testing.assert_array_equal(_numpy(down(X, training=training)), _numpy(PadShortcut(8, 2)(X)))
 
 
@@ -55,8 +55,8 @@ def test_plain_twin_is_the_branch_alone():
 
 
 def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="zero_init_last=True needs residual=True"):
-        PreActBasicBlock(4, residual=False, zero_init_last=True)
+    with pytest.raises(ValueError, match="zero_last_conv=True needs residual=True"):
+        PreActBasicBlock(4, residual=False, zero_last_conv=True)
     with pytest.raises(ValueError, match="norm"):
         PreActBasicBlock(4, norm="layernorm")
 
@@ -72,10 +72,10 @@ def _stack_model(blocks, channels, stem_relu=False):
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["batchnorm-training", "batchnorm-inference"])
-def test_zero_init_preact_stack_has_jacobian_and_gradient_gain_exactly_one(training):
+def test_zero_last_conv_preact_stack_has_jacobian_and_gradient_gain_exactly_one(training):
     # Within a stage, x_L = x_0 + sum f = x_0 at initialisation, and dLoss/dx_0 = dLoss/dx_L.
     keras.utils.set_random_seed(1)
-    model = _stack_model([PreActBasicBlock(8, zero_init_last=True) for _ in range(12)], 8)
+    model = _stack_model([PreActBasicBlock(8, zero_last_conv=True) for _ in range(12)], 8)
     images = np.random.default_rng(1).normal(size=(4, 8, 8, 8)).astype("float32")
     flow = gradient_norms(model, images, training=training)
     assert flow["gain"] == pytest.approx(1.0, abs=1e-4)
@@ -90,7 +90,7 @@ def test_original_block_loses_gradient_at_its_relu_where_preact_keeps_it():
     keras.utils.set_random_seed(1)
     images = np.random.default_rng(1).normal(size=(4, 8, 8, 8)).astype("float32")
     basic = _stack_model([BasicBlock(8, zero_gamma=True) for _ in range(12)], 8, stem_relu=True)
-    preact = _stack_model([PreActBasicBlock(8, zero_init_last=True) for _ in range(12)], 8, stem_relu=True)
+    preact = _stack_model([PreActBasicBlock(8, zero_last_conv=True) for _ in range(12)], 8, stem_relu=True)
     assert gradient_norms(basic, images)["gain"] < 0.9
     assert gradient_norms(preact, images)["gain"] == pytest.approx(1.0, abs=1e-4)
 
@@ -99,7 +99,7 @@ def test_option_a_transition_keeps_jacobian_norm_one_and_passes_the_real_channel
     # Option A is a selection (subsample, zero-pad): spectral norm 1. The gradient on the
     # 4 + 4 padded channels has no way back, so the gain is the share on the 8 real ones.
     keras.utils.set_random_seed(2)
-    blocks = [PreActBasicBlock(8, zero_init_last=True), PreActBasicBlock(16, strides=2, zero_init_last=True)]
+    blocks = [PreActBasicBlock(8, zero_last_conv=True), PreActBasicBlock(16, strides=2, zero_last_conv=True)]
     model = _stack_model(blocks, 8)
     images = np.random.default_rng(2).normal(size=(4, 8, 8, 8)).astype("float32")
     labels = np.random.default_rng(0).integers(0, 10, size=4)

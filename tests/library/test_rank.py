@@ -15,7 +15,7 @@ IMAGES = np.random.default_rng(1).normal(size=(8, 16, 16, 3)).astype("float32")
 VECTORS = np.random.default_rng(2).normal(size=(64, 12)).astype("float32")
 
 
-def _dense_stack(identity_init, blocks=3, width=12, bottleneck=None):
+def _dense_stack(rezero, blocks=3, width=12, bottleneck=None):
     """Dense residual blocks on a (B, width) stream; `bottleneck` units make each branch of that rank."""
     inputs = keras.Input((width,))
     x = inputs
@@ -23,16 +23,16 @@ def _dense_stack(identity_init, blocks=3, width=12, bottleneck=None):
         branch = keras.Sequential(
             ([layers.Dense(bottleneck, use_bias=False)] if bottleneck else [])
             + [layers.Dense(width, use_bias=False)], name=f"branch{index}")
-        x = Residual(branch, identity_init=identity_init, name=f"block{index}")(x)
+        x = Residual(branch, rezero=rezero, name=f"block{index}")(x)
     return keras.Model(inputs, layers.Dense(3)(x))
 
 
 IDENTITY_INITIALISED = {
     "rezero transformer": lambda: (transformer_lm(30, 16, 3, embed_dim=16, rezero=True), TOKENS),
     "fixup resnet": lambda: (cifar_resnet(14, block=rk.blocks.fixup(), width=4, input_shape=(16, 16, 3)), IMAGES),
-    "zero-init preact resnet": lambda: (cifar_resnet(14, block=rk.blocks.zero_init_preact(norm="none"), width=4,
+    "zero-init preact resnet": lambda: (cifar_resnet(14, block=rk.blocks.zero_last_conv_preact(norm="none"), width=4,
                                                      input_shape=(16, 16, 3)), IMAGES),
-    "Residual(identity_init=True)": lambda: (_dense_stack(True), VECTORS),
+    "Residual(rezero=True)": lambda: (_dense_stack(True), VECTORS),
 }
 NOT_IDENTITY_INITIALISED = {
     "pre-LN transformer": lambda: (transformer_lm(30, 16, 3, embed_dim=16), TOKENS),
@@ -43,7 +43,7 @@ NOT_IDENTITY_INITIALISED = {
 
 
 @pytest.mark.parametrize("name", list(IDENTITY_INITIALISED))
-def test_an_identity_initialised_network_has_changed_nothing_rank_0(name):
+def test_an_rezeroialised_network_has_changed_nothing_rank_0(name):
     keras.utils.set_random_seed(0)
     model, x = IDENTITY_INITIALISED[name]()
     result = stream_delta_rank(model, x)
@@ -52,7 +52,7 @@ def test_an_identity_initialised_network_has_changed_nothing_rank_0(name):
 
 
 @pytest.mark.parametrize("name", list(NOT_IDENTITY_INITIALISED))
-def test_a_network_that_is_not_identity_initialised_has_a_change_of_full_rank(name):
+def test_a_network_that_is_not_rezeroialised_has_a_change_of_full_rank(name):
     """The check the test above makes fails here: x_L - x_0 is not 0 when the branches are not."""
     keras.utils.set_random_seed(0)
     model, x = NOT_IDENTITY_INITIALISED[name]()
@@ -81,7 +81,7 @@ def test_the_tolerance_counts_directions_at_the_streams_scale():
     """A change 1e-6 the stream's size counts as rank 0 at tolerance 1e-3, while the effective rank sees it."""
     keras.utils.set_random_seed(0)
     model = _dense_stack(True, blocks=1)
-    model.get_layer("block0").alpha.assign(1e-6)
+    model.get_layer("block0").rezero_alpha.assign(1e-6)
     result = stream_delta_rank(model, VECTORS)
     assert result["rank"] == 0 and result["effective_rank"] > 1
     assert stream_delta_rank(model, VECTORS, tolerance=1e-9)["rank"] == 12
@@ -94,7 +94,7 @@ def test_a_stream_that_died_has_changed_completely_not_rank_0():
     keras.utils.set_random_seed(0)
     model = _dense_stack(True, blocks=1)
     block = model.get_layer("block0")
-    block.alpha.assign(1.0)
+    block.rezero_alpha.assign(1.0)
     block.branch.layers[0].kernel.assign(-np.eye(12, dtype="float32"))
     result = stream_delta_rank(model, VECTORS)
     assert result["rank"] == 12 and result["relative_size"] == pytest.approx(1.0)
@@ -150,14 +150,14 @@ def test_training_dynamics_records_the_rank_rising_from_0(tmp_path):
     assert last[0]["delta_rank"] == stream_delta_rank(model, VECTORS)["rank"]
 
 
-def _downsampling_last(identity_init, width=12):
+def _downsampling_last(rezero, width=12):
     """Three same-shape Dense blocks, then a last block that halves the width (a projection shortcut)."""
     inputs = keras.Input((width,))
     x = inputs
     for index in range(3):
-        x = Residual(layers.Dense(width, use_bias=False), identity_init=identity_init, name=f"block{index}")(x)
+        x = Residual(layers.Dense(width, use_bias=False), rezero=rezero, name=f"block{index}")(x)
     x = Residual(layers.Dense(width // 2, use_bias=False), shortcut=layers.Dense(width // 2, use_bias=False),
-                 identity_init=identity_init, name="narrowing")(x)
+                 rezero=rezero, name="narrowing")(x)
     return keras.Model(inputs, layers.Dense(3)(x))
 
 

@@ -41,7 +41,7 @@ def _mlp(width=6):
         ({"branch": _serialized(layers.Dense(6))}, (4, 6)),
         ({"branch": _serialized(layers.Dense(6)), "post": "relu"}, (4, 6)),
         ({"branch": _serialized(layers.Dense(6)), "residual": False}, (4, 6)),
-        ({"branch": _serialized(layers.Dense(6)), "identity_init": True}, (4, 6)),
+        ({"branch": _serialized(layers.Dense(6)), "rezero": True}, (4, 6)),
         ({"branch": _serialized(layers.Dense(3)), "shortcut": _serialized(layers.Dense(3, use_bias=False)),
           "post": _serialized(layers.LayerNormalization())}, (4, 3)),
     ],
@@ -58,9 +58,9 @@ def test_a_branch_made_under_float32_works_in_a_mixed_block(policy):
     keras.utils.set_random_seed(0)
     branch = layers.Dense(6)
     block = Residual(branch, shortcut=layers.Dense(6, use_bias=False), post=layers.LayerNormalization(),
-                     identity_init=True, dtype=policy)
+                     rezero=True, dtype=policy)
     block.build(X.shape)
-    block.alpha.assign(0.5)
+    block.rezero_alpha.assign(0.5)
     output = block(X)
     compute = policy.removeprefix("mixed_")
     assert keras.backend.standardize_dtype(output.dtype) == compute
@@ -73,7 +73,7 @@ def test_a_branch_made_under_float32_works_in_a_mixed_block(policy):
 
 def test_under_a_mixed_policy_the_block_computes_in_bfloat16_and_alpha_stays_float32():
     keras.config.set_dtype_policy("mixed_bfloat16")
-    block = Residual(_mlp(), identity_init=True)
+    block = Residual(_mlp(), rezero=True)
     output = block(keras.ops.cast(X, "bfloat16"))
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     assert all(variable.dtype == "float32" for variable in block.weights)
@@ -86,17 +86,17 @@ def test_the_equations():
     np.testing.assert_allclose(_numpy(Residual(branch)(x)), X + f, rtol=1e-6)
     np.testing.assert_allclose(_numpy(Residual(branch, post="relu")(x)), np.maximum(X + f, 0), rtol=1e-6)
     np.testing.assert_allclose(_numpy(Residual(branch, residual=False)(x)), f, rtol=1e-6)  # same weights
-    gated = Residual(branch, identity_init=True)
+    gated = Residual(branch, rezero=True)
     np.testing.assert_array_equal(_numpy(gated(x)), X)  # alpha = 0: exactly the identity
-    gated.alpha.assign(0.5)
+    gated.rezero_alpha.assign(0.5)
     np.testing.assert_allclose(_numpy(gated(x)), X + 0.5 * f, rtol=1e-6)
     assert gated.identity_scale() == 0.5
 
 
-def test_identity_init_starts_as_the_identity_and_alpha_learns():
+def test_rezero_starts_as_the_identity_and_alpha_learns():
     keras.utils.set_random_seed(0)
     inputs = keras.Input((6,))
-    outputs = layers.Dense(1)(Residual(_mlp(), identity_init=True, name="block")(inputs))
+    outputs = layers.Dense(1)(Residual(_mlp(), rezero=True, name="block")(inputs))
     model = keras.Model(inputs, outputs)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     assert model.get_layer("block").identity_scale() == 0.0
@@ -142,8 +142,8 @@ def test_bad_arguments_are_refused_with_what_to_do():
         Residual(lambda x: x)
     with pytest.raises(TypeError, match="shortcut must be None"):
         Residual(layers.Dense(4), shortcut="identity")
-    with pytest.raises(ValueError, match="identity_init=True needs residual=True"):
-        Residual(layers.Dense(4), residual=False, identity_init=True)
+    with pytest.raises(ValueError, match="rezero=True needs residual=True"):
+        Residual(layers.Dense(4), residual=False, rezero=True)
     with pytest.raises(ValueError, match=r"branch maps \(4, 6\) to \(4, 3\), the shortcut to \(4, 6\).*1x1"):
         Residual(layers.Dense(3))(X)
     with pytest.raises(TypeError, match="post must be None, a Keras layer or an activation"):

@@ -339,12 +339,12 @@ def test_residual_blocks_start_as_the_identity_and_save(tmp_path):
     x = inputs
     for index in range(4):
         branch = keras.Sequential([keras.layers.Dense(12, activation="relu"), keras.layers.Dense(6)])
-        x = rk.Residual(branch, identity_init=True, name=f"res{index + 1}")(x)
+        x = rk.Residual(branch, rezero=True, name=f"res{index + 1}")(x)
     model = keras.Model(inputs, keras.layers.Dense(3)(x))
     batch = images(4, shape=(6,))
     np.testing.assert_allclose(d.jacobian_norm(model, batch, num_iterations=3)["total"], 1.0, rtol=1e-6)
     assert d.gradient_norms(model, batch)["gain"] == pytest.approx(1.0, rel=1e-6)
-    model.get_layer("res2").alpha.assign(0.3)
+    model.get_layer("res2").rezero_alpha.assign(0.3)
     model.save(tmp_path / "mlp.keras")
     loaded = keras.saving.load_model(tmp_path / "mlp.keras")
     np.testing.assert_allclose(_numpy(loaded(batch)), _numpy(model(batch)), rtol=1e-6)

@@ -219,7 +219,7 @@ def _dynamics(first_ratio, first_rank, last_ratio, last_rank):
                      "delta_effective_rank": float(last_rank)}}
 
 
-def test_branches_grow_from_zero_only_for_identity_initialised_nets_that_leave_it():
+def test_branches_grow_from_zero_only_for_rezeroialised_nets_that_leave_it():
     results = VisionResults.from_json({"models": [
         {"id": "fixup-56", "variant": "fixup", "depth": 56, "dynamics": _dynamics(0.0, 0, 0.11, 32)},
         {"id": "residual-56", "variant": "residual", "depth": 56, "dynamics": _dynamics(1.29, 31, 0.38, 32)},

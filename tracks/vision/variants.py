@@ -45,12 +45,12 @@ _TABLE = (
     Variant("fixup", "fixup", {}, "plain", "residual without BN, Fixup init"),
     Variant("projection", "basic", {"shortcut": "B"}, "plain", "residual with option-B (1x1 conv) shortcuts"),
     Variant("preact", "preact", {}, "plain-preact", "pre-activation blocks x + f(x) (He et al. 2016)"),
-    Variant("preact-zero", "zero_init_preact", {}, "plain-preact", "preact with each branch's last conv at 0"),
+    Variant("preact-zero", "zero_last_conv_preact", {}, "plain-preact", "preact with each branch's last conv at 0"),
     Variant("plain-preact", "plain_preact", {}, None, "preact's plain twin"),
     Variant("plain-nonorm", "plain", {"norm": "none"}, None, "plain without any normalisation (He init)"),
     Variant("residual-nonorm", "basic", {"norm": "none"}, "plain-nonorm",
             "residual without any normalisation (He init)"),
-    Variant("preact-zero-nonorm", "zero_init_preact", {"norm": "none"}, "plain-nonorm",
+    Variant("preact-zero-nonorm", "zero_last_conv_preact", {"norm": "none"}, "plain-nonorm",
             "preact-zero without normalisation"),
 )
 VARIANTS = {variant.name: variant for variant in _TABLE}
