@@ -12,7 +12,7 @@ import pathlib
 import sys
 
 from tracks.common.options import OneLineParser, package_version
-from tracks.common.process import choose_tensorflow
+from tracks.common.process_setup import choose_tensorflow
 
 def tracks():
     """[(track, console script or None)]: every track of tracks/registry.py.

@@ -21,7 +21,7 @@ from tracks.common.options import train_parser
 from tracks.common.config import ConfigError, config_from_args, config_from_dict, write_json
 from tracks.common.results import ModelResult
 from tracks.common.run_dir import RunDirectory, RunFileError
-from tracks.common.process import check_strategy
+from tracks.common.process_setup import check_strategy
 from tracks.common.training import (
     Checkpoints,
     describe_outcome,
@@ -191,7 +191,7 @@ def test_the_strategy_is_checked_before_anything_runs(monkeypatch):
 
 
 def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
-    from tracks.common.runtime import setup_runtime
+    from tracks.common.device_setup import setup_runtime
 
     setup_runtime("fp32", "off", "none", cpu_graph_optimizer=False)
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
@@ -199,11 +199,11 @@ def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is False
 
 
-SPINNING_PROBE = ("from tracks.common.process import configure_process, read_environment\n"
+SPINNING_PROBE = ("from tracks.common.process_setup import configure_process, read_environment\n"
                   "configure_process(read_environment())  # as a command does, once its options are checked\n"
-                  "import tracks.common.runtime as runtime, tensorflow as tf\n"
+                  "import tracks.common.process_setup as process, tensorflow as tf\n"
                   "tf.constant(1.0) + 1.0  # TensorFlow's runtime and its thread pools start here\n"
-                  "print(runtime.thread_spinning(), runtime.disable_thread_spinning())\n")
+                  "print(process.thread_spinning(), process.disable_thread_spinning())\n")
 
 
 def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
@@ -220,7 +220,8 @@ def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
 
 
 def test_a_run_records_whether_its_thread_pools_spin():
-    from tracks.common.runtime import setup_runtime, thread_spinning
+    from tracks.common.process_setup import thread_spinning
+    from tracks.common.device_setup import setup_runtime
 
     described = setup_runtime("fp32", "off", "none").describe()
     assert described["thread_spinning"] is thread_spinning()

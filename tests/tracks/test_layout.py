@@ -70,7 +70,7 @@ def private_uses(path):
 def test_the_checker_finds_private_names_of_other_packages(tmp_path, monkeypatch):
     probe = ROOT / "tests" / "_layout_probe.py"
     probe.write_text("from residual_keras.diagnostics._blocks import outermost_blocks\n"
-                     "from tracks.vision.data import sources as vision_sources\n"
+                     "from tracks.vision.data import loading as vision_sources\n"
                      "import residual_keras as rk\n"
                      "from tracks.common.run_dir import RunDirectory\n"
                      "x = vision_sources._split\nrk.plots._style\nRunDirectory.create\n")
@@ -140,3 +140,33 @@ def test_every_part_of_a_track_is_a_function_of_the_tracks_own_modules(track):
             f"{track}.{field.name}: {function.__module__}"
     for name in ("parse_source", "resources"):  # read before TensorFlow loads: the standard library only
         assert getattr(declared, name).__module__.startswith(f"tracks.{track}."), name
+
+
+def _imports(package):
+    """{module: the modules of `package` it imports, at its top or inside a function}, for every module of it."""
+    modules = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+                found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names if alias.name.split(".")[0] == package}
+        modules[name] = found
+    # a module's own packages (their __init__) are not edges: Python imports them first, whatever the module says
+    return {name: {other for other in found if other in modules and other != name and not name.startswith(other + ".")}
+            for name, found in modules.items()}
+
+
+@pytest.mark.parametrize("package", ["tracks", "residual_keras"])
+def test_no_two_modules_import_each_other(package):
+    """One direction between any two modules, through any chain (issue 49: process.py and runtime.py did)."""
+    graph = _imports(package)
+
+    def reaches(start, goal, seen):
+        return any(step == goal or (step not in seen and not seen.add(step) and reaches(step, goal, seen))
+                   for step in graph[start])
+
+    circles = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if reaches(b, a, set())})
+    assert not circles, circles

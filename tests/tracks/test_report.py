@@ -3,9 +3,9 @@ the notes and labels of the instruments at initialisation that apply to the mode
 
 import pytest
 
-from tracks.common.instruments import instrument_notes
+from tracks.common.instrument_report import instrument_notes
 from tracks.language.data import dataset_title as text_title
-from tracks.vision.data.sources import dataset_title as image_title
+from tracks.vision.data.loading import dataset_title as image_title
 from tracks.vision.report import error_percent
 
 
@@ -33,7 +33,7 @@ def test_error_percent_converts_every_accuracy_of_a_study():
 
 
 def test_the_initialisation_table_gives_an_unconverged_jacobian_as_a_lower_bound():
-    from tracks.common.instruments import initialisation_table
+    from tracks.common.instrument_report import initialisation_table
 
     table = initialisation_table({
         "plain-8": {"gradient_gain": 3.0, "jacobian_norm": 2.61, "jacobian_converged": False,

@@ -8,7 +8,7 @@ import pytest
 
 from track_helpers import assert_refused_in_one_line, run_cli
 from tracks.common.findings import Finding
-from tracks.common.seeds import aggregate_models, combine_findings, combined_finding_lines, mean_curve
+from tracks.common.seeds_report import aggregate_models, combine_findings, combined_finding_lines, mean_curve
 from tracks.vision.results import VisionResults
 from tracks.language.__main__ import main as language_main
 from tracks.vision.__main__ import main as vision_main

@@ -146,17 +146,17 @@ def test_synthetic_other_image_size():
 def test_validation_is_disjoint_from_train_and_fixed_when_train_size_changes():
     x, y, *_ = vision_data.make_synthetic_images(seed=0, train_examples=400, test_examples=10)
     ids = np.arange(400)  # split the ids the same way as the images
-    x_train, y_train, x_val, y_val = vision_data.sources.split_train_validation(ids, y, 7, None, 100)
+    x_train, y_train, x_val, y_val = vision_data.loading.split_train_validation(ids, y, 7, None, 100)
     assert len(x_train) == 300 and len(x_val) == 100
     assert not set(x_train) & set(x_val) and set(x_train) | set(x_val) == set(range(400))
     np.testing.assert_array_equal(y_val, y[x_val])
     np.testing.assert_array_equal(np.bincount(y_val), [10] * 10)
-    subset, y_subset, same_val, _ = vision_data.sources.split_train_validation(ids, y, 7, 50, 100)
+    subset, y_subset, same_val, _ = vision_data.loading.split_train_validation(ids, y, 7, 50, 100)
     np.testing.assert_array_equal(same_val, x_val)  # hold-out independent of train_size
     assert set(subset) <= set(x_train) and len(subset) == 50
     np.testing.assert_array_equal(np.bincount(y_subset), [5] * 10)
-    again, *_ = vision_data.sources.split_train_validation(ids, y, 7, 50, 100)
-    other, *_ = vision_data.sources.split_train_validation(ids, y, 8, 50, 100)
+    again, *_ = vision_data.loading.split_train_validation(ids, y, 7, 50, 100)
+    other, *_ = vision_data.loading.split_train_validation(ids, y, 8, 50, 100)
     np.testing.assert_array_equal(again, subset)
     assert not np.array_equal(other, subset)
 
@@ -229,7 +229,7 @@ def test_cifar10_load_failure_in_auto_falls_back_and_in_cifar10_raises(tmp_path,
         raise OSError("disk on fire")
 
     monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "prepared")
-    monkeypatch.setattr(vision_data.sources, "_load_cifar10", broken)
+    monkeypatch.setattr(vision_data.loading, "_load_cifar10", broken)
     data = load_vision_data("auto", data_dir=str(tmp_path), log=quiet, synthetic_examples=SMALL)
     assert data.name == "synthetic" and "disk on fire" in data.banner
     with pytest.raises(ValueError, match="cifar10 could not be loaded.*disk on fire"):

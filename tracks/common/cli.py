@@ -11,17 +11,17 @@ Each command reads and checks its arguments and the environment with the
 standard library first (a refusal is one line, exit code 2, before
 TensorFlow loads and before anything is written), then calls
 `process.configure_process` once, then works. Every command that writes a
-run goes through `command.run_command` (the lock, one-line errors, Ctrl-C
+run goes through `run_command.run_command` (the lock, one-line errors, Ctrl-C
 and SIGTERM); diagnose --model too.
 """
 
 import sys
 
-from tracks.common.command import interruption, run_command, signals_as_interruptions
+from tracks.common.run_command import interruption, run_command, signals_as_interruptions
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
 from tracks.common.options import OneLineParser, train_parser
-from tracks.common.process import check_tensorflow_installed, configure_process, read_environment
+from tracks.common.process_setup import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.resume import check_run, start_or_resume
 
 
@@ -114,9 +114,9 @@ def diagnose_command(track, argv, environment):
         return fail(str(error))
 
     def diagnose(config, run, data):
-        from tracks.common import instruments
+        from tracks.common import instrument_report
         from tracks.common.run import measure_at_initialisation
-        from tracks.common.runtime import setup_runtime
+        from tracks.common.device_setup import setup_runtime
         from tracks.common.results import SCHEMA
         from tracks.common.track import RunContext
 
@@ -125,7 +125,7 @@ def diagnose_command(track, argv, environment):
         summary = measure_at_initialisation(track, ctx, track.parts.grid(config), diagnose=True)
         run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
                            banner=data.banner, initialisation=summary)
-        instruments.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
+        instrument_report.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
         log(f"done: {run.path / 'summary.md'}")
 
     return run_command(prog, prepare, diagnose, resumable=False)

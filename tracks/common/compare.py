@@ -20,19 +20,18 @@ classes or vocabulary, the sizes, a hash of the contents) says whether two
 runs saw the same data, the same data set in another copy or subset, or
 other data (`data_differences`).
 
-Each track says which figures it has (`Track.figures(results)`: name ->
-(value, unit)), which findings (`Track.findings(results)`: the track's
-Finding list) and how a reader names its data (`Track.data_title`); this
+Each track says which figures it has (`track.parts.figures(results)`: name ->
+(value, unit)), which findings (`track.parts.findings(results)`: the track's
+Finding list) and how a reader names its data (`track.parts.data_title`); this
 module knows no track.
 """
 
-import json
 import math
 import pathlib
 
 from tracks.common.console import fail, log
 from tracks.common.options import OneLineParser
-from tracks.common.process import configure_process, read_environment
+from tracks.common.process_setup import configure_process, read_environment
 from tracks.common.report import format_value, text_table
 from tracks.common.results import ResultsFormatError, RunResults
 from tracks.common.run_dir import RunFileError, read_json
@@ -316,12 +315,5 @@ def _verdict(holds):
     return "—" if holds is None else ("holds" if holds else "does not hold")
 
 
-def write_bands(path, bands, rule, sources):
-    """Writes a reference's bands.json (sorted, for diffs)."""
-    pathlib.Path(path).write_text(json.dumps(
-        {"rule": rule, "sources": sources, "bands": {key: list(bands[key]) for key in sorted(bands)}},
-        indent=1) + "\n")
-
-
 __all__ = ["compare_command", "comparison_rows", "data_differences", "initialisation_figures", "load_bands",
-           "load_run", "run_kind_of", "typed", "write_bands"]
+           "load_run", "run_kind_of", "typed"]

@@ -11,7 +11,7 @@ never used, since Keras resolves it to "off" on a CPU and with tf.distribute.
 TensorFlow's thread pools wait for work by spinning before they sleep; on a
 machine shared with another CPU-bound program a spinning thread burns the
 time slice its partner needs (benchmarks/NOTES.md, fourth pass), so
-`process.configure_process` turns spinning off (`disable_thread_spinning`)
+`process.configure_process` turns spinning off (`process.disable_thread_spinning`)
 before TensorFlow makes its thread pools; `RESIDUAL_KERAS_THREAD_SPINNING=1`
 keeps it. This module imports TensorFlow: a command imports it after
 `configure_process`.
@@ -25,37 +25,7 @@ import keras
 import tensorflow as tf
 
 from tracks.common.config import STRATEGIES
-from tracks.common.process import check_strategy, read_environment
-
-
-def disable_thread_spinning():
-    """Asks TensorFlow for thread pools that sleep when idle instead of spinning; True if it took effect.
-
-    Only possible before TensorFlow's runtime starts (its first operation):
-    the pools are made then, from the context's ConfigProto, and no public
-    API sets `experimental.disable_thread_spinning` in eager mode, so this
-    writes the context's pending config. False once the runtime is running
-    (the pools stay as they are).
-    """
-    from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.eager import context
-
-    eager = context.context()
-    if eager._initialized:
-        return False
-    config = config_pb2.ConfigProto()
-    if eager._config is not None:
-        config.CopyFrom(eager._config)
-    config.experimental.disable_thread_spinning = True
-    eager._config = config
-    return True
-
-
-def thread_spinning():
-    """Whether TensorFlow's thread pools spin when idle (as its runtime was or will be made)."""
-    from tensorflow.python.eager import context
-
-    return not context.context().config.experimental.disable_thread_spinning
+from tracks.common.process_setup import check_strategy, read_environment, thread_spinning
 
 
 @dataclasses.dataclass(frozen=True)

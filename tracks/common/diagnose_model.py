@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracks.common.command import run_command
+from tracks.common.run_command import run_command
 from tracks.common.console import fail, log
 from tracks.common.model_file import check_model_file, explain_load_failure
 from tracks.common.options import train_parser
-from tracks.common.process import configure_process
+from tracks.common.process_setup import configure_process
 from tracks.common.resume import resolve_config
 from tracks.common.run_dir import RunDirectory
 from tracks.common.results import SCHEMA
@@ -265,7 +265,7 @@ class _Measurement(NamedTuple):
 def diagnose_saved_models(track, argv, environment):
     """The `diagnose --model` command of a `Track`; returns the exit code.
 
-    It runs as every command that writes a run does (`command.run_command`):
+    It runs as every command that writes a run does (`run_command.run_command`):
     the models and the batch are loaded and checked before the run directory
     is made, the run's lock is released however the measurement ends, and
     an interrupted or failed measurement leaves nothing behind. The options
@@ -322,8 +322,8 @@ def diagnose_saved_models(track, argv, environment):
 
 def _measure(run, track, config, measurement, blocks, output_index, args):
     """The instruments on the loaded models, into `run`; the exit code (the run is discarded on failure)."""
-    from tracks.common import instruments
-    from tracks.common.runtime import setup_runtime
+    from tracks.common import instrument_report, instruments
+    from tracks.common.device_setup import setup_runtime
 
     loaded, x, y, shape, data = measurement
     banner = None if data is None else data.plot_banner
@@ -363,7 +363,7 @@ def _measure(run, track, config, measurement, blocks, output_index, args):
              else f"a batch of the {track.name} track's data ({data.title})")
     calibration = ("BatchNorm statistics set from the batch" if args.calibrate_batchnorm
                    else "any BatchNorm statistics as saved")
-    instruments.write_diagnose_summary(
+    instrument_report.write_diagnose_summary(
         run, f"Your models: {', '.join(label for label, _, _ in loaded)}", summary,
         None if data is None else data.banner,
         description=f"The saved models ({', '.join(str(p) for _, p, _ in loaded)}) measured as they "

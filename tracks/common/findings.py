@@ -20,7 +20,7 @@ class Finding:
     `holds` is None for a finding that only reports measurements (no claim).
     `margin`, for a claim, is by how much it is met (positive when it holds;
     infinite when a divergence decides it): what a run of several seeds
-    compares with the spread (tracks/common/seeds.py).
+    compares with the spread (tracks/common/seeds_report.py).
     """
 
     title: str

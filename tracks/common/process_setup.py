@@ -16,7 +16,7 @@ bad value in one line), and only then calls `configure_process`, which:
 
 What belongs to one run rather than to the process (XLA, the dtype policy,
 Grappler on a CPU, the tf.distribute strategy) is set by
-`runtime.setup_runtime` for each run, from its config and its track.
+`device_setup.setup_runtime` for each run, from its config and its track.
 """
 
 import dataclasses
@@ -156,6 +156,36 @@ def choose_tensorflow():
     use_tensorflow_backend()
 
 
+def disable_thread_spinning():
+    """Asks TensorFlow for thread pools that sleep when idle instead of spinning; True if it took effect.
+
+    Only possible before TensorFlow's runtime starts (its first operation):
+    the pools are made then, from the context's ConfigProto, and no public
+    API sets `experimental.disable_thread_spinning` in eager mode, so this
+    writes the context's pending config. False once the runtime is running
+    (the pools stay as they are).
+    """
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+
+    eager = context.context()
+    if eager._initialized:
+        return False
+    config = config_pb2.ConfigProto()
+    if eager._config is not None:
+        config.CopyFrom(eager._config)
+    config.experimental.disable_thread_spinning = True
+    eager._config = config
+    return True
+
+
+def thread_spinning():
+    """Whether TensorFlow's thread pools spin when idle (as its runtime was or will be made)."""
+    from tensorflow.python.eager import context
+
+    return not context.context().config.experimental.disable_thread_spinning
+
+
 def configure_process(environment):
     """Sets up TensorFlow and Keras for the tracks in this process (see the module's docstring).
 
@@ -163,10 +193,8 @@ def configure_process(environment):
     (`read_environment`) were checked; calling it again changes nothing.
     """
     choose_tensorflow()
-    from tracks.common.runtime import disable_thread_spinning
-
     if not environment.thread_spinning:
         disable_thread_spinning()
 
 
-__all__ = ["Environment", "check_strategy", "check_tensorflow_installed", "choose_tensorflow", "configure_process", "read_environment", "use_tensorflow_backend"]
+__all__ = ["Environment", "check_strategy", "check_tensorflow_installed", "choose_tensorflow", "configure_process", "disable_thread_spinning", "read_environment", "thread_spinning", "use_tensorflow_backend"]

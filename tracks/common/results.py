@@ -123,14 +123,14 @@ class ModelResult(_Record):
 
 @dataclasses.dataclass
 class SeedSpread(_Record):
-    """One model of a `--seeds` run: its final numbers as mean, std and per seed (seeds.aggregate_models).
+    """One model of a `--seeds` run: its final numbers as mean, std and per seed (seeds_report.aggregate_models).
 
     Attributes:
         id, variant, depth, params: as `ModelResult`.
         seeds: the seeds it trained on; `diverged_seeds` those where it diverged.
         diverged: it diverged on at least one seed.
     The track's own fields are attributes too, read from the file as written
-    (seeds.aggregate_models): those that do not change with the seed
+    (seeds_report.aggregate_models): those that do not change with the seed
     (`warmup`), and each final number as its mean under its own name
     (`train_error`), so that a report draws a `--seeds` run with the code
     that draws one run; `std` and `per_seed` give the spread.
@@ -171,7 +171,7 @@ class RunResults(_Record):
         dataset, dataset_title, banner: the data (name, as a reader names it,
             the fallback's warning or None).
         preset, device, precision, replicas, strategy, xla, versions,
-            thread_spinning: how the run ran (runtime.describe).
+            thread_spinning: how the run ran (device_setup.Runtime.describe).
         seeds, seed_runs: a `--seeds` run's seeds and their directories.
         best_model: {"id", "val_loss"} of the model saved as best_model.keras.
         schema: the format's version (SCHEMA).

@@ -18,7 +18,7 @@ from tracks.common.config import ConfigError, config_from_args, given_options, o
 from tracks.common.console import log
 from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
-from tracks.common.process import check_strategy
+from tracks.common.process_setup import check_strategy
 from tracks.common.run import load
 from tracks.common.run_dir import RunDirectory
 from tracks.common.track import RunContext

@@ -79,7 +79,7 @@ def estimate_seconds(track, ctx):
 
 def train_one_run(track, ctx):
     """Trains the grid of one run (one seed) into ctx.run, then writes its report."""
-    from tracks.common.runtime import setup_runtime
+    from tracks.common.device_setup import setup_runtime
     from tracks.common.training import run_grid
 
     config, run, data = ctx.config, ctx.run, ctx.data

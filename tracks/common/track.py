@@ -55,7 +55,7 @@ class RunContext:
             `--seeds` run makes one context per seed).
         run: the `RunDirectory` written to (None while the data are loaded).
         data: the loaded data (None while they are loaded).
-        runtime: what `tracks.common.runtime.setup_runtime` set up (the
+        runtime: what `tracks.common.device_setup.setup_runtime` set up (the
             distribution strategy, precision, XLA); None before training.
         log: where progress lines go.
     """
@@ -106,15 +106,19 @@ def same_source(text):
     return text
 
 
-def source_title(name):
+def source_title(name, titles=None, kinds=None):
     """A recorded source name (results.json's `dataset`) as a reader names it, without local paths.
 
-    The default keeps the last part of a path: "folder:/tmp/data/my-set" -> "my-set (folder)".
+    `titles` gives the track's own sources their titles ({source name: title}); a path keeps its last
+    part, with what `kinds` calls its scheme ({"folder": "image folder"}): "folder:/tmp/data/my-set" ->
+    "my-set (image folder)". Without them (the default `data_title`), the scheme itself: "my-set (folder)".
     """
     text = str(name)
+    if titles and text in titles:
+        return titles[text]
     scheme, separator, path = text.partition(":")
     if separator and "/" in path:
-        return f"{pathlib.PurePath(path).name} ({scheme})"
+        return f"{pathlib.PurePath(path).name} ({(kinds or {}).get(scheme, scheme)})"
     return text
 
 
@@ -203,7 +207,7 @@ class Track:
     instrument_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # of at_initialisation
     prefetch: Optional[tuple] = None  # (TFDS name, the host it downloads from): `prefetch` downloads it
     cpu_xla: bool = False  # XLA on for the CPU under --xla auto (measured per track)
-    cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: runtime.py)
+    cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: device_setup.py)
 
     @property
     def prog(self):

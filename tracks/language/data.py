@@ -36,7 +36,6 @@ and every such character is counted: `TextData.unknown_val_chars`,
 import dataclasses
 import hashlib
 import os
-import pathlib
 import time
 from typing import Callable
 
@@ -45,6 +44,7 @@ import numpy as np
 from tracks.common import tfds_source
 from tracks.language.source import SOURCES, TINY_SHAKESPEARE, TINY_SHAKESPEARE_HOST, parse_source
 from tracks.language.vocabulary import CharVocabulary
+from tracks.common.track import source_title
 
 TRAIN_FRACTION = 0.9  # nanoGPT: train_data = data[:int(n * 0.9)]
 AUTO_DECISION_SECONDS = 10.0  # "auto" settles on a source within this time
@@ -56,11 +56,7 @@ TITLES = {TINY_SHAKESPEARE: "Tiny Shakespeare", "pydoc": "Python's documentation
 
 def dataset_title(name):
     """A source name ("tiny_shakespeare", "text:/abs/path", "pydoc") as a reader names it, without local paths."""
-    if name in TITLES:
-        return TITLES[name]
-    if str(name).startswith("text:"):
-        return f"{pathlib.PurePath(str(name)[len('text:'):]).name} (text file)"
-    return str(name)
+    return source_title(name, TITLES, {"text": "text file"})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -3,7 +3,7 @@
 - loss_curves.png: validation loss against training step, one panel per
   variant, depth by colour (dashed: with warmup, when both are compared).
 - gradient_flow.png, activation_growth.png, jacobian.png: the instruments
-  at initialisation (tracks/common/instruments.py).
+  at initialisation (tracks/common/instruments.py, instrument_report.py).
 - stream.png: what each trained model's attention and feed-forward
   sublayers write into the residual stream, relative to the stream.
 - samples.md: the same prompt continued by every model.
@@ -11,7 +11,7 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import initialisation_table, instrument_figures, instrument_notes
+from tracks.common.instrument_report import initialisation_table, instrument_figures, instrument_notes
 from tracks.language.data import dataset_title
 from tracks.common.report import (
     banner_markdown,
@@ -22,8 +22,8 @@ from tracks.common.report import (
     run_ending,
 )
 from tracks.common.findings import finding_lines
-from tracks.common.instruments import dynamics_cost_line, plot_dynamics
-from tracks.common.seeds import (
+from tracks.common.instrument_report import dynamics_cost_line, plot_dynamics
+from tracks.common.seeds_report import (
     band_series,
     combine_findings,
     spread_cell,

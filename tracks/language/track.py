@@ -17,7 +17,7 @@ writes a sample so you can read the difference.
 """
 
 from tracks.common.track import Track, TrackParts
-from tracks.language import plan, source
+from tracks.language import prepare, source
 from tracks.language.presets import CPU_XLA, PRESETS, LanguageConfig
 from tracks.language.results import LanguageResults
 from tracks.language.sample import sample_command
@@ -28,13 +28,13 @@ def load_parts() -> TrackParts:
     from tracks.language import data, experiment, findings, report
 
     return TrackParts(
-        # Data: plan.py (loading, checks, cost), data.py (the texts), vocabulary.py.
-        load_data=plan.load_data,
+        # Data: prepare.py (loading, checks, cost), data.py (the texts), vocabulary.py.
+        load_data=prepare.load_data,
         fingerprint=data.fingerprint,
-        check=plan.check,
-        sample_limits=plan.sample_limits,
+        check=prepare.check,
+        sample_limits=prepare.sample_limits,
         data_title=data.dataset_title,
-        run_fields=plan.run_fields,
+        run_fields=prepare.run_fields,
         # Models and training: experiment.py (pipeline.py: the batches).
         grid=experiment.grid,
         build_model=experiment.build_model,
@@ -57,7 +57,7 @@ TRACK = Track(
     load_parts=load_parts,
     results=LanguageResults,  # results.json, typed: results.py
     parse_source=source.parse_source,  # --data: source.py
-    resources=plan.resources,  # memory and time, before anything loads: plan.py
+    resources=prepare.resources,  # memory and time, before anything loads: prepare.py
     prefetch=(source.TINY_SHAKESPEARE, source.TINY_SHAKESPEARE_HOST),
     instrument_examples="validation windows",
     cpu_xla=CPU_XLA,

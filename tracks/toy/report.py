@@ -2,7 +2,7 @@
 
 - loss_curves.png: training loss per epoch, plain left, residual right (colour = depth);
 - boundaries.png: each trained net's P(class 1) over the plane, with the training points;
-- the plots at initialisation and dynamics.png (tracks/common/instruments.py);
+- the plots at initialisation and dynamics.png (tracks/common/instruments.py, instrument_report.py);
 - lesion.png, block_deletion.png, paths.png, loss_landscape.png: the deepest trained
   nets taken apart (Veit et al. 2016, Li et al. 2018), drawn by residual_keras.plots;
 - summary.md: the table, the findings computed from it (findings.py), the figures.
@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from residual_keras import plots
 from tracks.common.findings import finding_lines
-from tracks.common.instruments import (
+from tracks.common.instrument_report import (
     LANDSCAPE_NOTE,
     LESION_NOTE,
     PATHS_NOTE,
@@ -23,7 +23,7 @@ from tracks.common.instruments import (
     plot_dynamics,
 )
 from tracks.common.report import banner_markdown, deepest_with, format_value, markdown_table, run_ending
-from tracks.common.seeds import band_series, combine_findings, spread_cell, write_seeds_results, write_seeds_summary
+from tracks.common.seeds_report import band_series, combine_findings, spread_cell, write_seeds_results, write_seeds_summary
 from tracks.common.training import read_metrics_rows
 from tracks.toy.experiment import LANDSCAPE_STEPS, LIMIT, PATH_POINTS
 from tracks.toy.findings import toy_findings

@@ -13,7 +13,7 @@ boundaries show it, and every instrument of the other tracks measures it.
 """
 
 from tracks.common.track import Track, TrackParts
-from tracks.toy import plan
+from tracks.toy import prepare
 from tracks.toy.presets import PRESETS, ToyConfig
 from tracks.toy.results import ToyResults
 
@@ -23,10 +23,10 @@ def load_parts() -> TrackParts:
     from tracks.toy import data, experiment, findings, report
 
     return TrackParts(
-        # Data: plan.py (loading, the instruments' sample, cost), data.py (the spirals).
-        load_data=plan.load_data,
+        # Data: prepare.py (loading, the instruments' sample, cost), data.py (the spirals).
+        load_data=prepare.load_data,
         fingerprint=data.fingerprint,
-        sample_limits=plan.sample_limits,
+        sample_limits=prepare.sample_limits,
         # Models and training: experiment.py.
         grid=experiment.grid,
         build_model=experiment.build_model,
@@ -48,8 +48,8 @@ TRACK = Track(
     presets=PRESETS,
     load_parts=load_parts,
     results=ToyResults,  # results.json, typed: results.py
-    parse_source=plan.parse_source,  # --data: plan.py
-    resources=plan.resources,  # time, before anything loads: plan.py
+    parse_source=prepare.parse_source,  # --data: prepare.py
+    resources=prepare.resources,  # time, before anything loads: prepare.py
     instrument_options={"jacobian_depths": 4},  # the Jacobian along 4 depths: seconds, not half a minute
     cpu_xla=False,  # measured: tracing dominates these small steps, and XLA adds its compilation
     cpu_graph_optimizer=False,  # Grappler off: faster first steps (measured: docs/maintainers.md)

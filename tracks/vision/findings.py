@@ -25,7 +25,7 @@ Thresholds, stated once:
 Findings that make a claim also give its margin: by how much the claim is
 met (e.g. the deeper net's error minus the shallower one's, less the
 threshold; positive when it holds). A run of several seeds uses the margins
-(tracks/common/seeds.py).
+(tracks/common/seeds_report.py).
 """
 
 import math

@@ -5,7 +5,7 @@
   training error, dashed lines the per-epoch evaluation (validation split,
   test set, or a test subset: the CSV column names which); colour = depth.
 - gradient_flow.png, activation_growth.png, jacobian.png: the instruments
-  at initialisation (tracks/common/instruments.py).
+  at initialisation (tracks/common/instruments.py, instrument_report.py).
 - lesion.png: test accuracy of each trained network at the deepest depth
   with one block removed (Veit et al. 2016).
 - loss_landscape.png: the training loss around each deepest trained net's
@@ -14,8 +14,8 @@
 """
 
 from residual_keras import plots
-from tracks.common.instruments import initialisation_table, instrument_figures, instrument_notes
-from tracks.vision.data.sources import dataset_title
+from tracks.common.instrument_report import initialisation_table, instrument_figures, instrument_notes
+from tracks.vision.data.loading import dataset_title
 from tracks.common.report import (
     banner_markdown,
     deepest_with,
@@ -25,8 +25,8 @@ from tracks.common.report import (
     run_ending,
 )
 from tracks.common.findings import finding_lines
-from tracks.common.instruments import LANDSCAPE_NOTE, LESION_NOTE, dynamics_cost_line, plot_dynamics
-from tracks.common.seeds import (
+from tracks.common.instrument_report import LANDSCAPE_NOTE, LESION_NOTE, dynamics_cost_line, plot_dynamics
+from tracks.common.seeds_report import (
     band_series,
     combine_findings,
     spread_cell,

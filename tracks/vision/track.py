@@ -14,7 +14,7 @@ worse (the degradation problem), deeper residual networks train better.
 """
 
 from tracks.common.track import Track, TrackParts
-from tracks.vision import plan, source
+from tracks.vision import prepare, source
 from tracks.vision.presets import CPU_XLA, PRESETS, VisionConfig
 from tracks.vision.results import VisionResults
 
@@ -22,16 +22,16 @@ from tracks.vision.results import VisionResults
 def load_parts() -> TrackParts:
     """Loading, training and reporting: modules that import TensorFlow, imported once the options are checked."""
     from tracks.vision import data, experiment, findings, report
-    from tracks.vision.data import sources
+    from tracks.vision.data import loading
 
     return TrackParts(
-        # Data: plan.py (loading, checks, cost), data/ (the images).
-        load_data=plan.load_data,
+        # Data: prepare.py (loading, checks, cost), data/ (the images).
+        load_data=prepare.load_data,
         fingerprint=data.fingerprint,
-        check=plan.check,
-        sample_limits=plan.sample_limits,
-        data_title=sources.dataset_title,
-        run_fields=plan.run_fields,
+        check=prepare.check,
+        sample_limits=prepare.sample_limits,
+        data_title=loading.dataset_title,
+        run_fields=prepare.run_fields,
         # Models and training: experiment.py.
         grid=experiment.grid,
         build_model=experiment.build_model,
@@ -54,7 +54,7 @@ TRACK = Track(
     load_parts=load_parts,
     results=VisionResults,  # results.json, typed: results.py
     parse_source=source.parse_source,  # --data: source.py
-    resources=plan.resources,  # memory and time, before anything loads: plan.py
+    resources=prepare.resources,  # memory and time, before anything loads: prepare.py
     prefetch=("cifar10", source.CIFAR10_HOST),
     instrument_examples="training images",
     cpu_xla=CPU_XLA,

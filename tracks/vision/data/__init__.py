@@ -2,7 +2,7 @@
 
 One job a module:
 
-- `sources.py`: which data (`parse_source`, `load_vision_data`, the offline
+- `loading.py`: loading the data `--data` names (`load_vision_data`, the offline
   fallback with its banner, splits, `fingerprint` for --resume);
 - `folder.py`: an image folder, decoded once and cached;
 - `synthetic.py`: the offline fallback's procedurally drawn images;
@@ -16,7 +16,7 @@ from tracks.vision.data.pipeline import (
     random_pad_crop_flip,
     training_epochs,
 )
-from tracks.vision.data.sources import (
+from tracks.vision.data.loading import (
     CIFAR10_CLASS_NAMES,
     SOURCE_FORMS,
     VisionData,

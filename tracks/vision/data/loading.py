@@ -16,8 +16,6 @@ different data.
 
 import dataclasses
 import hashlib
-import os
-import pathlib
 
 import numpy as np
 
@@ -31,6 +29,7 @@ from tracks.vision.data.synthetic import (
     make_synthetic_images,
 )
 from tracks.vision.source import SOURCE_FORMS, parse_source
+from tracks.common.track import source_title
 
 
 CIFAR10_CLASS_NAMES = (
@@ -44,11 +43,7 @@ TITLES = {"cifar10": "CIFAR-10", "synthetic": "synthetic images"}
 
 def dataset_title(name):
     """A source name ("cifar10", "folder:/abs/path", "synthetic") as a reader names it, without local paths."""
-    if name in TITLES:
-        return TITLES[name]
-    if str(name).startswith("folder:"):
-        return f"{pathlib.PurePath(str(name)[len('folder:'):]).name} (image folder)"
-    return str(name)
+    return source_title(name, TITLES, {"folder": "image folder"})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
