@@ -365,7 +365,10 @@ def run_grid(run, specs, train_one, log=print, cost=None, seed=None, results=Run
         log(f"=== model {index}/{len(specs)}: {spec.id}{eta}")
         if seed is not None:
             keras.utils.set_random_seed(seed)
+        started_model = time.perf_counter()
         entry = train_one(spec)
+        if entry.seconds is None:  # a track that does not time its models gets the time of its train_one
+            entry.seconds = round(time.perf_counter() - started_model, 1)
         run.record_model(entry.to_json())
         run.discard_backup(spec.id)  # only now: the result is safe in results.json
         log(f"=== model {index}/{len(specs)}: {spec.id} {describe_outcome(entry)} in {entry.seconds:.0f} s")
