@@ -185,3 +185,29 @@ def test_the_commands_list_and_start_exercises_from_their_modules(tmp_path, caps
 def test_every_module_of_the_grader_is_under_450_lines():
     sizes = {path.name: len(path.read_text().splitlines()) for path in (ROOT / "tracks" / "exercises").glob("*.py")}
     assert max(sizes.values()) <= 450, sizes
+
+
+def test_the_gradebook_gives_an_optional_extra_its_own_column_and_counts_only_required_checks(tmp_path):
+    import csv
+    import dataclasses
+
+    from tracks.exercises.exercise import required
+    from tracks.exercises.gradebook import tally, write_csv
+
+    reports, rows = [], []
+    for path in (SOLUTIONS / "ex3_preln_block.py", FIXTURES / "wrong" / "ex3_steps_frozen.py",
+                 FIXTURES / "wrong" / "ex3_shortcut_forgotten.py", FIXTURES / "wrong" / "ex3_step_left_out.py"):
+        checks, _ = grade_here(path, SEEDS[0])
+        failed = [check for check in required(checks) if not check.passed]
+        reports.append({"file": str(path), "exercise": 3, "passed": not failed, "reason": "",
+                        "checks": [dataclasses.asdict(check) for check in checks]})
+        rows.append({"student": path.parent.name, "file": path.name})
+    write_csv(tmp_path / "grades.csv", rows, reports)
+    solution, frozen, forgotten, left_out = csv.DictReader(open(tmp_path / "grades.csv"))
+    assert (solution["ex3 steps (optional)"], frozen["ex3 steps (optional)"]) == ("pass", "fail")
+    assert solution["total"] == frozen["total"] == left_out["total"] == "8/8" and forgotten["total"] != "8/8"
+    entry = tally(reports)[3]
+    assert entry["passed"] == 3 and entry["checks"][-1] == (
+        "(optional) residual_steps() describes call(), also after the weights change", 1, 3)
+    # the extra failed most often (3 files), but the most common failure named is a required check (1 file)
+    assert entry["common"][1] == 1 and not entry["common"][0].startswith("(optional)")

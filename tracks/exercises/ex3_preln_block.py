@@ -392,7 +392,7 @@ EXERCISE = Exercise(
                   "call(x, training=...) must work: keras passes training to call() when it takes it"),
         CheckSpec("saving", "saving: get_config, registration, a .keras file", probe_saving, judge_saving,
                   "keep the skeleton's decorator and get_config; build every part in build()"),
-        CheckSpec("steps", "residual_steps() describes call(), also after the weights change (for the instruments)",
+        CheckSpec("steps", "residual_steps() describes call(), also after the weights change",
                   probe_steps, judge_steps, "return [rk.ResidualStep('attention', branch), rk.ResidualStep("
                                             "'feedforward', branch)] where each branch computes exactly what call() "
                                             "adds to the stream", optional=True),

@@ -62,7 +62,7 @@ def tally(reports):
     for number in sorted({report["exercise"] for report in reports if report["exercise"]}):
         mine = [report for report in reports if report["exercise"] == number]
         specs = BY_NUMBER[number].checks
-        counts = [(f"{spec.name}{' (optional)' if spec.optional else ''}", sum(r["checks"][i]["passed"] for r in mine),
+        counts = [(f"{'(optional) ' if spec.optional else ''}{spec.name}", sum(r["checks"][i]["passed"] for r in mine),
                    sum(not r["checks"][i]["passed"] for r in mine)) for i, spec in enumerate(specs)]
         needed = [count for count, spec in zip(counts, specs) if not spec.optional]
         worst, common = max(needed, key=lambda count: count[2]), None
