@@ -40,7 +40,9 @@ CONV_BLOCK = {
 RESIDUAL = {
     "identity_init": ("rezero (one name for ReZero's scalar on every layer)", BEFORE_0_3),
 }
-# The block families renamed in 0.3.0: {old name: the new one} (blocks.py answers the old one)
+# Renamed in 0.3.0, {old name: the new one}: the arguments (a .keras file of 0.2.0 still holds the old
+# name, read as the new one by `renamed_since_0_2`) and the block families (blocks.py answers the old one).
+RENAMED_ARGUMENTS = {"identity_init": "rezero", "zero_init_last": "zero_last_conv"}
 RENAMED_FAMILIES = {"zero_init_preact": "zero_last_conv_preact"}
 FIXUP_BLOCK = {
     "stride": ("strides", APPLICATIONS),
@@ -83,10 +85,9 @@ def refuse_other_spellings(owner, arguments, spellings):
             raise TypeError(f"{owner}: {name} is the name in {whose}; residual_keras calls it {ours}.")
 
 
-def renamed_since_0_2(config, spellings):
+def renamed_since_0_2(config):
     """A layer's config from a `.keras` file saved by 0.2.0, its renamed arguments given their new names."""
-    new_names = {"identity_init": "rezero", "zero_init_last": "zero_last_conv"}
-    return {new_names.get(key, key) if key in spellings else key: value for key, value in config.items()}
+    return {RENAMED_ARGUMENTS.get(key, key): value for key, value in config.items()}
 
 
 def refuses(spellings):
@@ -100,6 +101,6 @@ def refuses(spellings):
     return decorate
 
 
-__all__ = ["CIFAR_RESNET", "CONV_BLOCK", "EMBEDDING", "FIXUP_BLOCK", "RENAMED_FAMILIES", "RESIDUAL",
-           "TRANSFORMER_BLOCK", "TRANSFORMER_BLOCK_CALL", "TRANSFORMER_LM", "refuse_other_spellings", "refuses",
-           "renamed_since_0_2"]
+__all__ = ["CIFAR_RESNET", "CONV_BLOCK", "EMBEDDING", "FIXUP_BLOCK", "RENAMED_ARGUMENTS", "RENAMED_FAMILIES",
+           "RESIDUAL", "TRANSFORMER_BLOCK", "TRANSFORMER_BLOCK_CALL", "TRANSFORMER_LM", "refuse_other_spellings",
+           "refuses", "renamed_since_0_2"]

@@ -42,7 +42,7 @@ import numpy as np
 from residual_keras.resnet_blocks import ConvBlockBase
 from residual_keras.steps import ResidualStep
 from residual_keras._types import ArrayLike, IntOrPair
-from residual_keras._spellings import CONV_BLOCK, renamed_since_0_2
+from residual_keras._spellings import renamed_since_0_2
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
@@ -141,4 +141,4 @@ class PreActBasicBlock(ConvBlockBase):
 
     @classmethod
     def from_config(cls, config):
-        return super().from_config(renamed_since_0_2(config, CONV_BLOCK))  # a .keras file of 0.2.0: zero_init_last
+        return super().from_config(renamed_since_0_2(config))  # a .keras file of 0.2.0: zero_init_last

@@ -28,7 +28,7 @@ import keras
 from keras import layers, ops
 
 from residual_keras.checks import check_bool
-from residual_keras.steps import BlockLayer, ResidualStep
+from residual_keras.steps import BlockLayer, ResidualStep, apply_post
 from residual_keras._wrapped_layers import _accepts, _build, _deserialize, _layer_or_activation, _output_shape, _serialize
 from residual_keras._types import Activation, ArrayLike
 from residual_keras._spellings import RESIDUAL, refuse_other_spellings, renamed_since_0_2
@@ -157,21 +157,13 @@ class Residual(BlockLayer):
         extra = {"mask": mask} if mask is not None and _accepts(self.shortcut, "mask") else {}
         return ops.cast(self.shortcut(x, training=training, **extra), self.compute_dtype)
 
-    def _post(self, y, training=None):
-        """post(y): a layer is called with `training`, its output kept in the stream's dtype."""
-        if self.post is None:
-            return y
-        if isinstance(self.post, layers.Layer):
-            return ops.cast(self.post(y, training=training), y.dtype)
-        return self.post(y)
-
     def call(self, inputs: ArrayLike, training: Optional[bool] = None, mask: Optional[ArrayLike] = None) -> Any:
         update = self._branch(inputs, training, mask)  # f(x) (alpha * f(x) with rezero)
         if self.residual:
             y = self._shortcut(inputs, training, mask) + update  # shortcut(x) + f(x)
         else:
             y = update  # the plain twin: f(x)
-        return self._post(y, training)  # post(...): ReLU, LayerNorm, or nothing
+        return apply_post(self.post, y, training)  # post(...): ReLU, LayerNorm, or nothing
 
     def residual_steps(self, training: Optional[bool] = False, mask: Optional[ArrayLike] = None) -> list[ResidualStep]:
         """For the instruments, the addition `call` writes: one step, `post(shortcut(x) + f(x))`."""
@@ -208,7 +200,7 @@ class Residual(BlockLayer):
 
     @classmethod
     def from_config(cls, config):
-        config = renamed_since_0_2(config, RESIDUAL)  # a .keras file saved by 0.2.0: identity_init
+        config = renamed_since_0_2(config)  # a .keras file saved by 0.2.0: identity_init
         config["post"] = _deserialize(config.get("post"))
         return cls(**config)  # branch and shortcut: deserialized by __init__
 

@@ -38,6 +38,7 @@ Two methods are optional:
 import dataclasses
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
+import keras
 import numpy as np
 from keras import layers, ops
 
@@ -55,6 +56,16 @@ def _apply(function, x, training=False):
     if isinstance(function, layers.Layer):
         return function(x, training=training)
     return function(x)
+
+
+def apply_post(post, y, training=False):
+    """`post(y)`, what follows a residual addition, or `y` for None; a Keras layer is called with
+    `training`, and its output keeps the stream's dtype (under a mixed policy too)."""
+    if post is None:
+        return y
+    if isinstance(post, layers.Layer):
+        return ops.cast(post(y, training=training), y.dtype)
+    return post(y)
 
 
 _NAMES = {"relu": "ReLU", "gelu": "GELU", "elu": "ELU", "LayerNormalization": "LN"}
@@ -110,12 +121,7 @@ class ResidualStep:
         return self._after(y)
 
     def _after(self, y):
-        """post(y); a layer's output keeps the stream's dtype (under a mixed policy too)."""
-        if self.post is None:
-            return y
-        if isinstance(self.post, layers.Layer):
-            return ops.cast(self.post(y, training=self.training), y.dtype)
-        return self.post(y)
+        return apply_post(self.post, y, self.training)
 
     def without_branch(self, x):
         """The step with its branch removed: `post(shortcut(x))` (residual steps only)."""
@@ -266,7 +272,7 @@ def check_residual_steps(block: layers.Layer, x: ArrayLike, *call_args: Any, tra
     expected = np.asarray(ops.convert_to_numpy(block(x, *call_args, training=training, **call_kwargs)))
     if training:  # a block's own residual_steps may take no `training`; it is asked for only when True
         call_kwargs = {**call_kwargs, "training": training}
-    stream = ops.cast(x, block.compute_dtype) if "float" in str(x.dtype) else x  # as Keras casts a call's input
+    stream = ops.cast(x, block.compute_dtype) if keras.backend.is_float_dtype(x.dtype) else x  # as Keras does
     got = np.asarray(ops.convert_to_numpy(run_steps(residual_steps(block, *call_args, **call_kwargs), stream)))
     if got.shape != expected.shape:
         raise ValueError(
