@@ -195,19 +195,24 @@ def _parts(block, kind):
     return [layer for layer in block._flatten_layers(include_self=False, recursive=True) if isinstance(layer, cls)]
 
 
+def _silenced(block, kind):
+    """Zeroes the weights of the block's `kind` sublayers: (their ids, a function that restores every weight)."""
+    saved = [weight.numpy() for weight in block.weights]
+    silent = {id(weight) for layer in _parts(block, kind) for weight in layer.weights}
+    for weight in block.weights:
+        if id(weight) in silent:
+            weight.assign(np.zeros(weight.shape, "float32"))
+    return silent, lambda: [weight.assign(value) for weight, value in zip(block.weights, saved)]
+
+
 def probe_sublayers(module, inputs):
     block, x = _block(module, inputs), _x(inputs)
     moved = x * np.float32(inputs["scale"]) + np.asarray(inputs["shift"], "float32")
     rng = np.random.default_rng(inputs["noise_seed"])
-    saved = [weight.numpy() for weight in block.weights]
     found = {"names": [str(weight.path) for weight in block.weights]}
     for measured, zeroed in SUBLAYERS.items():
-        parts = _parts(block, zeroed)
-        silent = {id(weight) for layer in parts for weight in layer.weights}
-        for weight in block.weights:
-            if id(weight) in silent:
-                weight.assign(np.zeros(weight.shape, "float32"))
-        writes = {"parts": len(parts), "base": plain(block(x) - x), "moved": plain(block(moved) - moved),
+        silent, restore = _silenced(block, zeroed)
+        writes = {"parts": len(_parts(block, zeroed)), "base": plain(block(x) - x), "moved": plain(block(moved) - moved),
                   "changed": []}
         for weight in block.weights:  # each weight in turn (not the silenced sublayer's: it stays at zero)
             if id(weight) in silent:
@@ -218,8 +223,7 @@ def probe_sublayers(module, inputs):
             writes["changed"].append(plain(block(x) - x))
             weight.assign(value)
         found[measured] = writes
-        for weight, value in zip(block.weights, saved):
-            weight.assign(value)
+        restore()
     return found
 
 
@@ -289,6 +293,36 @@ def judge_identity(inputs, value):
                                "LN(x + F(x)), or one norm around the whole block). In Pre-LN the norm is inside the "
                                "residual, on the sublayer's input only: x + F(LN(x)).")
     return False, detail, "with F = 0 each sublayer must add nothing: x = x + F(LN(x)), twice"
+
+
+# the MLP reads the stream after the attention's addition ------------------------------------------------------------
+
+
+def probe_order(module, inputs):
+    block, x = _block(module, inputs), _x(inputs)
+    _perturb(block, inputs["noise_seed"])  # every weight away from its initial value, the LayerNorms' too
+    full = plain(block(x))
+    _, restore = _silenced(block, "Dense")  # the attention alone: x + Attention(LN(x))
+    attention = np.asarray(block(x)) - x
+    restore()
+    _, restore = _silenced(block, "MultiHeadAttention")  # the MLP alone, on the stream after the attention
+    after = x + attention
+    mlp = np.asarray(block(after)) - after
+    restore()
+    return {"full": full, "attention": plain(attention), "mlp_after": plain(mlp),
+            "parts": [len(_parts(block, "Dense")), len(_parts(block, "MultiHeadAttention"))]}
+
+
+def judge_order(inputs, value):
+    x = _x(inputs).astype("float64")
+    if not all(value["parts"]):
+        raise WrongForm("the block needs its MultiHeadAttention and its Dense layers (the parts the exercise names)")
+    full, attention, mlp = (array(value[key], x.shape, "the output") for key in ("full", "attention", "mlp_after"))
+    gap = largest_difference(full, x + attention + mlp)
+    ok = gap <= 1e-4 * _scale(full)
+    return ok, f"block(x) minus x + a + MLP(LN(x + a)), a = Attention(LN(x)): {gap:.2g}", \
+        ("the MLP must read the stream after the attention's addition: x = x + Attention(LN(x)), then x = x + "
+         "MLP(LN(x)) on that new x (not both sublayers on the same input, side by side)")
 
 
 # training and inference ----------------------------------------------------------------------------------------
@@ -388,6 +422,8 @@ EXERCISE = Exercise(
                   judge_normalised, "build every part in build(), and write call()"),
         CheckSpec("identity", "with both sublayers writing 0 the block is the identity", probe_identity,
                   judge_identity, "build every part in build(), so that the block has its weights after one call"),
+        CheckSpec("order", "the MLP reads the stream after the attention's addition", probe_order, judge_order,
+                  "build every part in build(), and write call()"),
         CheckSpec("training", "the same in training and in inference mode", probe_modes, judge_training,
                   "call(x, training=...) must work: keras passes training to call() when it takes it"),
         CheckSpec("saving", "saving: get_config, registration, a .keras file", probe_saving, judge_saving,
