@@ -41,7 +41,7 @@ def summary(track):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["exercises"], ["check"], ["grade"]):
-        from tracks.exercises.grader import main as exercises_main
+        from tracks.exercises.cli import main as exercises_main
 
         return exercises_main(argv)
     parser = OneLineParser(prog="python -m tracks", description=__doc__)

@@ -16,12 +16,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from track_helpers import run_cli
 from tracks.__main__ import main as tracks_main
-from tracks.exercises import landlock
+from tracks.exercises.harness import landlock
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.gradebook import columns
 
@@ -36,6 +37,9 @@ REASONS = {"exit_at_import": "exit at import: the file called sys.exit(0)",
            "memory_6gb": "memory: over the 2 GiB limit",
            "memory_6gb_tensorflow": "memory: over the 2 GiB limit",
            "patches_numpy_and_checks": "4 of 4 checks failed",
+           "escapes_new_session": "4 of 4 checks failed",
+           "fills_the_disk": "disk: wrote more than",
+           "fork_bomb": "processes: started more than 256",
            "prints": "4 of 4 checks failed",
            "imports_solutions": "import error: ModuleNotFoundError: No module named 'solutions'",
            "segfault": "crashed: killed by SIGSEGV"}
@@ -69,8 +73,11 @@ def test_a_class_of_hostile_files_gets_one_failed_row_each_and_the_solution_pass
     for name in ("exit_at_import", "memory_6gb", "patches_numpy_and_checks", "prints", "imports_solutions"):
         row = rows[f"hostile/{name}.py"]
         assert REASONS[name] in row["reason"] and row["total"].startswith("0/"), (name, row)
-    # The patches ran in their own process (they said so there) and changed no verdict.
-    assert "patched numpy and the checks" in (out / "logs/hostile/patches_numpy_and_checks/stdout.txt").read_text()
+    # The patches ran in their own process (they said so there) and changed no verdict; with Landlock the
+    # grader's checks were out of their reach.
+    patched = (out / "logs/hostile/patches_numpy_and_checks/stdout.txt").read_text()
+    assert "patched numpy and the checks" in patched or "could not patch the checks" in patched
+    assert landlock.abi_version() < 1 or "Permission denied" in patched
     printed = (out / "logs/hostile/prints/stdout.txt").read_text()
     assert '{"passed": true' in printed and "residual_bounds called" in printed
     assert "} not JSON {" in (out / "logs/hostile/prints/stderr.txt").read_text()
@@ -157,6 +164,9 @@ def test_the_fixtures_and_the_solutions_graded_as_a_class_under_2_gib(tmp_path, 
             assert row["reason"] == "" and row["total"].split("/")[0] == row["total"].split("/")[1], (name, row)
         elif name.startswith("hostile/"):
             assert REASONS[pathlib.Path(name).stem] in row["reason"], (name, row)
+        elif name.startswith("cheats/"):
+            assert expected_reason(folder / name) in row["reason"] and row["total"].split("/")[0] != \
+                row["total"].split("/")[1], (name, row)
         else:
             key, hint = re.search(r"^# expect: (\w+): (.+)$", (folder / name).read_text(), re.MULTILINE).groups()
             column = {(number, check): title for number, check, title in columns(book["files"])}
@@ -164,6 +174,106 @@ def test_the_fixtures_and_the_solutions_graded_as_a_class_under_2_gib(tmp_path, 
             report = next(report for report in book["files"] if report["file"] == name)
             spec = next(spec for spec in BY_NUMBER[int(row["exercise"])].checks if spec.key == key)
             assert any(hint.strip() in c["hint"] for c in report["checks"] if c["name"] == spec.name), (name, report)
+
+
+def test_right_answers_with_crlf_a_bom_spaces_and_other_letters_in_their_names_pass(tmp_path, capsys):
+    folder = tmp_path / "class"
+    for student, name, source in (("José María", "mi solución 5.py", ROOT / "solutions" / "ex5_bounds.py"),
+                                  ("Zoë Ørsted", "ex5 other side.py", FIXTURES / "right" / "ex5_product_on_the_right.py")):
+        (folder / student).mkdir(parents=True)
+        (folder / student / name).write_bytes(b"\xef\xbb\xbf" + source.read_bytes().replace(b"\n", b"\r\n"))
+    for seed in ("7", "2026"):
+        out = tmp_path / f"book{seed}"
+        code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", out, "--jobs", "2", "--seed", seed], capsys)
+        rows, _ = read_gradebook(out)
+        assert code == 0 and {row["total"] for row in rows.values()} == {"4/4"}, rows
+        assert sorted(row["student"] for row in rows.values()) == ["José María", "Zoë Ørsted"]
+
+
+CHEATS = sorted((FIXTURES / "cheats").glob("*.py"))
+
+
+def expected_reason(path):
+    return re.search(r"^# expect-reason: (.+)$", path.read_text(), re.MULTILINE).group(1).strip()
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="the cheats that read the grader's files fail through Landlock")
+def test_cheats_fail_forged_values_imported_references_references_read_by_path_and_answers_from_the_request(
+        tmp_path, capsys):
+    folder = tmp_path / "class"
+    shutil.copytree(FIXTURES / "cheats", folder / "cheats")
+    (folder / "ana").mkdir()
+    shutil.copy(ROOT / "solutions" / "ex5_bounds.py", folder / "ana" / "ex5_bounds.py")
+    out = tmp_path / "book"
+    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", out, "--jobs", "2", "--seed", "7"], capsys)
+    rows, _ = read_gradebook(out)
+    assert code == 0 and rows["ana/ex5_bounds.py"]["total"] == "4/4"
+    assert len(CHEATS) >= 4
+    for path in CHEATS:
+        row = rows[f"cheats/{path.name}"]
+        passed, total = map(int, row["total"].split("/"))
+        assert passed < total and expected_reason(path) in row["reason"], (path.name, row)
+    # forged values earn only the checks whose right value follows from the inputs alone (a shape, a count)
+    assert rows["cheats/swapped_probes.py"]["ex3 attention"] == rows["cheats/swapped_probes.py"]["ex3 mlp"] == "fail"
+
+
+def _alive(command):
+    """Process ids whose command line is `command` (a list), from /proc."""
+    wanted = ("\0".join(command) + "\0").encode()
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == wanted:
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_processes_a_file_leaves_in_new_sessions_a_fork_bomb_and_a_full_disk_end_with_it(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("escapes_new_session", "fills_the_disk", "fork_bomb"):
+        shutil.copy(HOSTILE / f"{name}.py", folder / f"{name}.py")
+    out = tmp_path / "book"
+    code, _, _ = run_cli(tracks_main, ["grade", folder, "--out", out, "--jobs", "2", "--timeout", "20"], capsys)
+    rows, book = read_gradebook(out)
+    assert code == 0
+    escaped = next(entry for entry in book["files"] if entry["file"] == "escapes_new_session.py")
+    assert escaped["left_running"] >= 2 and not _alive(["sleep", "317"]) and not _alive(["sleep", "318"])
+    assert rows["fills_the_disk.py"]["reason"].startswith("disk: wrote more than 256 MiB")
+    assert rows["fork_bomb.py"]["reason"].startswith("processes: started more than 256")
+    left = [path for path in pathlib.Path(tempfile.gettempdir()).glob("submission-*/work/filler-0.bin")]
+    assert not left  # its folder was removed
+    assert sum(path.stat().st_size for path in (out / "logs").rglob("*")) < 2**20
+
+
+def test_a_folder_that_holds_a_hidden_one_is_granted_entry_by_entry_around_it(tmp_path):
+    for path in ("site/numpy/core.py", "site/tracks/exercises/ex4.py", "site/six.py", "site/deep/tracks/x.py",
+                 "other/a.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n")
+    (tmp_path / "site" / "link").symlink_to(tmp_path / "site" / "tracks")
+    rules = dict(landlock.read_rules([tmp_path / "site", tmp_path / "other"], [tmp_path / "site" / "tracks"]))
+    site = str(tmp_path / "site")
+    assert rules[site] == landlock.READ_DIR  # listed, not read
+    assert rules[f"{site}/numpy"] == rules[f"{site}/six.py"] == rules[f"{site}/deep"] == landlock.READ
+    assert rules[str(tmp_path / "other")] == landlock.READ
+    assert not any(path.startswith(f"{site}/tracks") for path in rules)  # nor through the link to it
+    if landlock.abi_version() < 1:
+        return
+    probe = ("import sys, pathlib\nfrom tracks.exercises.harness import landlock\n"
+             f"landlock.confine([{site!r}], [], hidden=[{site + '/tracks'!r}])\n"
+             "for path in sys.argv[1:]:\n"
+             "    try:\n        pathlib.Path(path).read_text(); print('read', path)\n"
+             "    except PermissionError:\n        print('denied', path)\n"
+             f"print(sorted(p.name for p in pathlib.Path({site!r}).iterdir()))\n")
+    result = subprocess.run([sys.executable, "-c", probe, f"{site}/numpy/core.py", f"{site}/tracks/exercises/ex4.py",
+                             f"{site}/link/exercises/ex4.py", f"{site}/six.py"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.stdout.splitlines() == [f"read {site}/numpy/core.py", f"denied {site}/tracks/exercises/ex4.py",
+                                          f"denied {site}/link/exercises/ex4.py", f"read {site}/six.py",
+                                          "['deep', 'link', 'numpy', 'six.py', 'tracks']"], result.stderr
 
 
 LANDLOCK_SIGNALS = 6  # the Landlock ABI that scopes signals (Linux 6.12)

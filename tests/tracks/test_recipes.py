@@ -25,8 +25,9 @@ from tracks.common import cli
 from tracks.common.config import RuntimeOptions
 from tracks.common.results import ModelResult, RunResults
 from tracks.common.track import Track, TrackParts
-from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, judge_all, plain
-from tracks.exercises.runner import run as run_probes
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, judge_all
+from tracks.exercises.harness.runner import run as run_probes
+from tracks.exercises.harness.values import plain
 
 ARCHITECTURE = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
 
@@ -38,7 +39,7 @@ def _recipe(title):
 
 
 def test_the_recipes_this_file_follows_are_in_the_document():
-    assert [len(_recipe(title)) for title in ("A block", "An instrument", "A track", "An exercise")] == [8, 4, 6, 4]
+    assert [len(_recipe(title)) for title in ("A block", "An instrument", "A track", "An exercise")] == [8, 4, 6, 5]
     assert "tests/tracks/test_recipes.py" in ARCHITECTURE
 
 
@@ -277,11 +278,11 @@ def recipe_draw(rng):  # step 1
     return {"x": rng.standard_normal(int(rng.integers(3, 9))).round(4).tolist()}
 
 
-def probe_residual(module, inputs):  # step 2: runs the student's code, sends back plain values
+def probe_residual(module, inputs):  # step 2 (harness/ex99.py): runs the student's code, sends back its values
     return plain(module.residual(np.asarray(inputs["x"], "float64")))
 
 
-def judge_residual(inputs, value):  # step 2: the grader computes the answer itself
+def judge_residual(inputs, value):  # step 3: the grader computes the answer itself
     x = np.asarray(inputs["x"], "float64")
     got = array(value, x.shape, "residual(x)")
     if np.allclose(got, 2 * x):
@@ -293,26 +294,29 @@ def probe_empty(module, inputs):
     return plain(module.residual(np.zeros(0)))
 
 
+PROBES = {"residual": probe_residual, "empty": probe_empty}  # step 2: the harness module's table
+
+
 def judge_empty(inputs, value):
     if not isinstance(value, list):
         raise WrongForm("residual(empty) is not an array")
     return value == [], f"residual(empty) = {value}", "an empty input gives an empty output"
 
 
-RECIPE_EXERCISE = Exercise(  # step 3 (the package's own: one line in catalogue.py)
+RECIPE_EXERCISE = Exercise(  # step 4 (the package's own: one line in catalogue.py)
     number=99, title="a residual step on numbers", self_test="(a)", filename="ex99_residual.py",
     skeleton=RECIPE_SKELETON, draw=recipe_draw, checks=(
-        CheckSpec("residual", "y = x + f(x)", probe_residual, judge_residual, "write residual(x)"),
-        CheckSpec("empty", "an empty input", probe_empty, judge_empty, "write residual(x)", optional=True),
+        CheckSpec("residual", "y = x + f(x)", "residual", judge_residual, "write residual(x)"),
+        CheckSpec("empty", "an empty input", "empty", judge_empty, "write residual(x)", optional=True),
     ))
 
 
 def _grade(path, seed=5):
     inputs = json.loads(json.dumps(RECIPE_EXERCISE.inputs(seed)))
     records = []
-    run_probes(str(path), RECIPE_EXERCISE, inputs,
+    run_probes(str(path), PROBES, RECIPE_EXERCISE.probes, inputs,
                lambda record: records.append(json.loads(record if isinstance(record, str) else json.dumps(record))))
-    return judge_all(RECIPE_EXERCISE, inputs, {r["key"]: r for r in records if "key" in r}, missing="no result")
+    return judge_all(RECIPE_EXERCISE, inputs, {r["probe"]: r for r in records if "probe" in r}, missing="no result")
 
 
 @pytest.mark.parametrize("body, passed, hint", [

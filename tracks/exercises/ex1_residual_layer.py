@@ -1,17 +1,18 @@
 """Exercise 1: y = x + f(x) as a Keras layer, with a plain twin (self-test (a), and the core skill).
 
-The grader draws the widths, the input, a second set of weights and a stack
-depth from the run's seed. The submission's process calls the student's
-layer (which builds it, so Dense layers made in build() have their weights)
-and sends back its outputs and weights; x + f(x) is computed here from those
-weights, and again from the grader's own weights after the process has
-given them to the layer, to the saved and reloaded layer and to a stack.
+What the exercise asks, each tested in general: the layer computes x + f(x)
+(and its twin f(x)) with f = Dense(hidden, relu) -> Dense(width of the
+input), for any leading batch shape (rank 2 and rank 3 inputs, the layer
+built on each), in training and in inference mode, with the weights it is
+given; it saves and loads; it stacks. The grader draws the widths, the
+inputs and the weights from the run's seed; the submission's process
+(harness/ex1.py) gives the grader's weights to the student's layer and sends
+back its outputs; x + f(x) is computed here, in float64, from those weights.
 """
 
 import numpy as np
 
-from tracks.exercises.exercise import (CheckSpec, Exercise, array, assign_by_shape, close, find,
-                                       largest_difference, mlp, plain, weights_of)
+from tracks.exercises.exercise import CheckSpec, Exercise, array, close, find, largest_difference, mlp
 
 SKELETON = '''"""Exercise 1: y = x + f(x) as a Keras layer, with a plain twin.
 
@@ -60,58 +61,59 @@ def draw(rng):
     width = int(rng.integers(4, 13))
     hidden = int(rng.choice([h for h in range(8, 25) if h != width]))
     depth = int(rng.integers(6, 13))
+    seq = int(rng.integers(2, 4))  # below every width: a layer that reads input_shape[1] gets the wrong width
 
     def weights(scale):
         return [(rng.standard_normal(shape) * scale).astype("float32").tolist()
                 for shape in ((width, hidden), (hidden,), (hidden, width), (width,))]
 
     return {"width": width, "hidden": hidden, "x": rng.standard_normal((4, width)).astype("float32").tolist(),
+            "x3": rng.standard_normal((2, seq, width)).astype("float32").tolist(),
             "new": weights(0.5), "stack": [weights(0.3) for _ in range(depth)]}
 
 
-def _x(inputs):
-    return np.asarray(inputs["x"], "float32")
+def _x(inputs, rank="2"):
+    return np.asarray(inputs["x" if rank == "2" else "x3"], "float32").astype("float64")
 
 
-def _f(inputs, weights):
-    return mlp(_x(inputs).astype("float64"), *(np.asarray(w, "float32").astype("float64") for w in weights))
+def _f(x, weights):
+    return mlp(x, *(np.asarray(w, "float32").astype("float64") for w in weights))
 
 
-def _layer(module):
-    cls = getattr(module, "ResidualMLP", None)
-    if cls is None:
-        raise AttributeError("no class ResidualMLP in the file")
-    return cls
+def _own_weights(inputs, weights):
+    """The layer's own initial weights read back, in f's order, or None when they are not f's four."""
+    width, hidden = inputs["width"], inputs["hidden"]
+    try:
+        return [find(weights, shape, "weight") for shape in ((width, hidden), (hidden,), (hidden, width), (width,))]
+    except Exception:  # noqa: BLE001  (the submission's values)
+        return None
 
 
 # the shape --------------------------------------------------------------------------------------------------
 
 
-def probe_shape(module, inputs):
-    return list(_layer(module)(inputs["hidden"])(_x(inputs)).shape)
-
-
 def judge_shape(inputs, value):
-    expected = list(_x(inputs).shape)
-    ok = list(value) == expected
-    return ok, f"{tuple(value)} for an input {tuple(expected)}", \
-        "f must end with Dense(input_shape[-1]): y = x + f(x) needs f(x) of x's shape"
+    expected = {rank: list(_x(inputs, rank).shape) for rank in ("2", "3")}
+    for rank in ("2", "3"):
+        if isinstance(value[rank], dict):
+            return False, f"on an input {tuple(expected[rank])} the layer raised {str(value[rank].get('error'))[:200]}", \
+                ("f must end with Dense(input_shape[-1]), the last axis: y = x + f(x) needs f(x) of x's shape for "
+                 "(batch, width) and (batch, seq, width) inputs alike")
+    got = {rank: list(value[rank]) for rank in ("2", "3")}
+    detail = f"{tuple(got['2'])} for an input {tuple(expected['2'])}, {tuple(got['3'])} for {tuple(expected['3'])}"
+    return got == expected, detail, ("f must end with Dense(input_shape[-1]), the last axis: y = x + f(x) needs "
+                                     "f(x) of x's shape for (batch, width) and (batch, seq, width) inputs alike")
 
 
-# y = x + f(x), and the plain twin ----------------------------------------------------------------------------
+# y = x + f(x), and the plain twin, with the grader's weights -----------------------------------------------------
 
 
-def probe_equation(module, inputs):
-    cls, x = _layer(module), _x(inputs)
-    residual, plain_twin = cls(inputs["hidden"]), cls(inputs["hidden"], residual=False)
-    residual(x), plain_twin(x)  # builds both, whether the Dense layers are made in __init__ or build()
-    plain_twin.set_weights(residual.get_weights())
-    return {"residual": plain(residual(x)), "plain": plain(plain_twin(x)), "weights": weights_of(residual)}
-
-
-def _classify(x, residual, plain_out, f):
+def _classify(x, residual, plain_out, f, own=None):
     """The hint for a layer whose outputs are not x + f(x) and f(x)."""
     difference = residual - plain_out
+    if own is not None and close(residual, x + _f(x, own), atol=1e-4):
+        return ("the output is x + f(x) with the layer's first weights, not with the weights it holds now: call() "
+                "must read the Dense layers made in build() every time (no copy of their values kept)")
     if close(residual, f, atol=1e-4) or np.allclose(difference, 0.0, atol=1e-6):
         return ("residual=True computes the same as the plain twin: the shortcut is missing. Return x + f(x), so "
                 "that the Jacobian is I + df/dx, not df/dx alone.")
@@ -125,55 +127,66 @@ def _classify(x, residual, plain_out, f):
             "relu)(x)): check that residual=True only adds x, and residual=False only leaves it out")
 
 
+def _forms(x, f, own):
+    """What a layer of this exercise may compute, right or a known mistake, from weights known here."""
+    forms = {"x + f(x)": x + f, "f(x)": f, "relu(x + f(x))": np.maximum(x + f, 0.0), "relu(x) + f(x)": np.maximum(x, 0.0) + f}
+    if own is not None:
+        forms["x + f(x) with the first weights"] = x + _f(x, own)
+        forms["f(x) with the first weights"] = _f(x, own)
+    return forms
+
+
+def _form(out, forms):
+    return next((name for name, expected in forms.items() if close(out, expected, atol=1e-4)), None)
+
+
+def _twins(inputs, value, rank, mode):
+    """(the residual twin's form, the plain twin's form, their largest difference from x + f(x) and f(x))."""
+    x = _x(inputs, rank)
+    f = _f(x, inputs["new"])
+    residual_entry, plain_entry = value[f"True/{rank}"], value[f"False/{rank}"]
+    residual = array(residual_entry.get(mode, residual_entry), x.shape, "the output")
+    plain_out = array(plain_entry.get(mode, plain_entry), x.shape, "the plain twin's output")
+    own = [_own_weights(inputs, entry.get("initial") or []) for entry in (residual_entry, plain_entry)]
+    found = (_form(residual, _forms(x, f, own[0])), _form(plain_out, _forms(x, f, own[1])))
+    gap = max(largest_difference(residual, x + f), largest_difference(plain_out, f))
+    hint = "" if found == ("x + f(x)", "f(x)") else _classify(x, residual, plain_out, f, own[0])
+    return found, gap, hint
+
+
 def judge_equation(inputs, value):
-    width, hidden, x = inputs["width"], inputs["hidden"], _x(inputs).astype("float64")
-    residual, plain_out = array(value["residual"], x.shape, "the output"), array(value["plain"], x.shape, "the twin")
-    weights = [find(value["weights"], shape, what) for shape, what in
-               (((width, hidden), "first kernel"), ((hidden,), "first bias"), ((hidden, width), "last kernel"),
-                ((width,), "last bias"))]
-    f = mlp(x, *weights)
-    detail = (f"from your layer's weights: residual differs from x + f(x) by "
-              f"{largest_difference(residual, x + f):.3g}, "
-              f"the plain twin from f(x) by {largest_difference(plain_out, f):.3g}")
-    if close(residual, x + f, atol=1e-4) and close(plain_out, f, atol=1e-4):
+    _, gap, hint = _twins(inputs, value, "2", "inference")
+    return not hint, f"x + f(x) and f(x), computed here from the grader's weights, differ from the twins by {gap:.3g}", \
+        hint
+
+
+def judge_batch_shapes(inputs, value):
+    """On a (batch, seq, width) input the layer computes what it computes on a (batch, width) one, in the forms
+    computed here: right if it is right there, and not blamed here for a mistake the equation check names."""
+    (forms2, _, _), (forms3, gap, hint) = _twins(inputs, value, "2", "inference"), _twins(inputs, value, "3", "inference")
+    detail = f"on (batch, seq, width), x + f(x) and f(x) computed here differ from the twins by {gap:.3g}"
+    if forms3 == forms2 and None not in forms3 or not hint:
         return True, detail, ""
-    return False, detail, _classify(x, residual, plain_out, f)
+    return False, detail, ("on a (batch, seq, width) input the layer (built on it) must compute x + f(x) on the last "
+                           "axis, as on (batch, width): Dense acts on the last axis, and f's output width is "
+                           "input_shape[-1], not input_shape[1]")
 
 
-# with other weights ---------------------------------------------------------------------------------------
-
-
-def probe_other_weights(module, inputs):
-    cls, x = _layer(module), _x(inputs)
-    layers = cls(inputs["hidden"]), cls(inputs["hidden"], residual=False)
-    outputs = []
-    for layer in layers:
-        layer(x)
-        assign_by_shape(layer, inputs["new"])
-        outputs.append(plain(layer(x)))
-    return outputs
-
-
-def judge_other_weights(inputs, value):
-    x, f = _x(inputs).astype("float64"), _f(inputs, inputs["new"])
-    residual, plain_out = (array(out, x.shape, "the output") for out in value)
-    detail = (f"with the grader's weights: residual differs from x + f(x) by "
-              f"{largest_difference(residual, x + f):.3g}, "
-              f"the plain twin from f(x) by {largest_difference(plain_out, f):.3g}")
-    if close(residual, x + f, atol=1e-4) and close(plain_out, f, atol=1e-4):
-        return True, detail, ""
-    return False, detail, ("with new weights the layer must compute with them: call() reads the Dense layers "
-                           "made in build() every time (no value computed once and kept). " +
-                           _classify(x, residual, plain_out, f))
+def judge_training(inputs, value):
+    """In training mode the layer computes what it computes in inference, in the forms computed here."""
+    worst = 0.0
+    for rank in ("2", "3"):
+        inference, _, _ = _twins(inputs, value, rank, "inference")
+        training, gap, hint = _twins(inputs, value, rank, "training")
+        worst = max(worst, gap)
+        if hint and (training != inference or None in training):
+            return False, f"training=True: x + f(x) and f(x) computed here differ from the twins by {gap:.3g}", \
+                ("in training mode the layer computes something else than in inference: y = x + f(x) holds in both "
+                 "(the residual is not a test-time trick), so call() must not depend on `training`")
+    return True, f"training=True: the same forms as in inference (largest difference from x + f(x): {worst:.3g})", ""
 
 
 # the parameter count ----------------------------------------------------------------------------------------
-
-
-def probe_parameters(module, inputs):
-    layer = _layer(module)(inputs["hidden"])
-    layer(_x(inputs))  # built by its first call: weights made in build() exist from here on
-    return [list(weight.shape) for weight in layer.trainable_weights]
 
 
 def judge_parameters(inputs, value):
@@ -188,32 +201,9 @@ def judge_parameters(inputs, value):
 # saving -----------------------------------------------------------------------------------------------------
 
 
-def probe_saving(module, inputs):
-    import keras
-
-    cls, x = _layer(module), _x(inputs)
-    found = {}
-    for residual in (True, False):
-        layer = cls(inputs["hidden"], residual=residual, name="block")
-        layer(x)
-        assign_by_shape(layer, inputs["new"])
-        config = layer.get_config()
-        clone = cls.from_config(config)
-        clone(x)
-        assign_by_shape(clone, inputs["new"])
-        revived = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
-        model_input = keras.Input((inputs["width"],))
-        model = keras.Model(model_input, layer(model_input))
-        model.save("model.keras")  # in the submission's own empty working folder
-        loaded = keras.saving.load_model("model.keras")
-        found[str(residual)] = {"config": {key: plain(config.get(key)) for key in ("hidden", "residual")},
-                                "keys": sorted(map(str, config)), "clone": plain(clone(x)),
-                                "revived": type(revived).__name__, "loaded": plain(loaded(x))}
-    return found
-
-
 def judge_saving(inputs, value):
-    x, f = _x(inputs).astype("float64"), _f(inputs, inputs["new"])
+    x = _x(inputs)
+    f = _f(x, inputs["new"])
     for residual, expected in (("True", x + f), ("False", f)):
         entry = value[residual]
         twin = "the layer" if residual == "True" else "the plain twin (residual=False)"
@@ -237,21 +227,10 @@ def judge_saving(inputs, value):
 # a stack ----------------------------------------------------------------------------------------------------
 
 
-def probe_stack(module, inputs):
-    import keras
-
-    cls = _layer(module)
-    model = keras.Sequential([keras.Input((inputs["width"],)),
-                              *(cls(inputs["hidden"], name=f"block{i}") for i in range(len(inputs["stack"])))])
-    for layer, weights in zip(model.layers, inputs["stack"]):
-        assign_by_shape(layer, weights)
-    return plain(model(_x(inputs)))
-
-
 def judge_stack(inputs, value):
-    stream = _x(inputs).astype("float64")
+    stream = _x(inputs)
     for weights in inputs["stack"]:
-        stream = stream + mlp(stream, *(np.asarray(w, "float32").astype("float64") for w in weights))
+        stream = stream + _f(stream, weights)
     got = array(value, stream.shape, "the stack's output")
     scale = max(1.0, float(np.max(np.abs(stream))))
     ok = close(got, stream, rtol=1e-4, atol=1e-4 * scale)
@@ -263,17 +242,19 @@ def judge_stack(inputs, value):
 EXERCISE = Exercise(
     number=1, title="y = x + f(x) as a Keras layer, with a plain twin", self_test="(a), and the core skill",
     filename="ex1_residual_layer.py", skeleton=SKELETON, draw=draw, checks=(
-        CheckSpec("shape", "the output has the input's shape", probe_shape, judge_shape,
-                  "build() creates f's two Dense layers, call() returns x + f(x)"),
-        CheckSpec("equation", "y = x + f(x), and the plain twin f(x) with the same weights", probe_equation,
+        CheckSpec("shape", "the output has the input's shape, (batch, width) and (batch, seq, width)", "shapes",
+                  judge_shape, "build() creates f's two Dense layers with the output width input_shape[-1]"),
+        CheckSpec("equation", "y = x + f(x), and the plain twin f(x), with the grader's weights", "outputs",
                   judge_equation, "call() returns x + f(x) when residual is True and f(x) when it is False"),
-        CheckSpec("other_weights", "with other weights, still x + f(x) and f(x)", probe_other_weights,
-                  judge_other_weights, "call() uses the weights of the Dense layers made in build()"),
-        CheckSpec("parameters", "the parameter count of f", probe_parameters, judge_parameters,
+        CheckSpec("batch_shapes", "the same on (batch, seq, width) inputs", "outputs", judge_batch_shapes,
+                  "f's output width is input_shape[-1], whatever the rank of the input"),
+        CheckSpec("training", "the same in training mode (training=True)", "outputs", judge_training,
+                  "call() computes x + f(x) whatever `training` is"),
+        CheckSpec("parameters", "the parameter count of f", "parameters", judge_parameters,
                   "build() creates the two Dense layers"),
         CheckSpec("saving", "saving: get_config with hidden and residual, registration, a .keras file",
-                  probe_saving, judge_saving,
+                  "saving", judge_saving,
                   "get_config returns {**super().get_config(), 'hidden': ..., 'residual': ...}"),
-        CheckSpec("stack", "a stack of blocks in a keras.Model computes x_0 + every block's f", probe_stack,
+        CheckSpec("stack", "a stack of blocks in a keras.Model computes x_0 + every block's f", "stack",
                   judge_stack, "the layer must work when called on the output of another one"),
     ))

@@ -1,17 +1,18 @@
 """Exercise 2: start the block as the identity (zero initialisation) (self-test (a), (c)).
 
-The grader draws the widths, inputs of several scales and a second set of
-weights from the run's seed. The submission's process sends back the
-block's outputs and its initial weights; the gradient the branches get at
-initialisation is computed here, from those weights, and the weights are
-shown to be the ones the block uses by giving it the grader's own and
-comparing its output with x + f(x) computed here.
+What the exercise asks, each tested in general: at initialisation the block
+is exactly the identity (inputs of several scales, both modes, rank 2 and
+rank 3); its branch can still learn (a kernel gets a gradient, taken by
+autodiff through the block's own call in the submission's process, and
+equal to the gradient computed here from the block's initial weights, so
+a branch cut from the loss fails); with other weights it computes x + f(x)
+(computed here from the grader's weights). The grader draws the widths,
+inputs, the upstream gradient and the weights from the run's seed.
 """
 
 import numpy as np
 
-from tracks.exercises.exercise import (CheckSpec, Exercise, array, assign_by_shape, close, find, largest_difference,
-                                       mlp, plain, weights_of)
+from tracks.exercises.exercise import CheckSpec, Exercise, array, close, find, largest_difference, mlp
 
 SKELETON = '''"""Exercise 2: start the block as the identity.
 
@@ -54,58 +55,76 @@ def draw(rng):
     new = [rng.standard_normal(shape).astype("float32") * 0.5 for shape in
            ((width, hidden), (hidden,), (hidden, width), (width,))]
     return {"width": width, "hidden": hidden, "x": x.tolist(), "scales": [1.0, 100.0, -0.01],
-            "upstream": rng.standard_normal((5, width)).tolist(), "new": [w.tolist() for w in new]}
+            "x3": rng.standard_normal((2, 3, width)).astype("float32").tolist(),
+            "upstream": rng.standard_normal((5, width)).astype("float32").tolist(), "new": [w.tolist() for w in new]}
 
 
-def _x(inputs):
-    return np.asarray(inputs["x"], "float32")
+def _x(inputs, key="x"):
+    return np.asarray(inputs[key], "float32")
 
 
 # the identity at initialisation ------------------------------------------------------------------------------
 
 
-def probe_identity(module, inputs):
-    block = module.identity_block(inputs["width"], inputs["hidden"])
-    return [plain(block(np.float32(scale) * _x(inputs))) for scale in inputs["scales"]]
-
-
 def judge_identity(inputs, value):
-    errors = []
-    for scale, out in zip(inputs["scales"], value):
-        got, expected = array(out, what="block(x)"), (np.float32(scale) * _x(inputs)).astype("float64")
-        errors.append(largest_difference(got, expected) if got.shape == expected.shape else np.inf)
-    detail = f"largest |block(x) - x| at input scales {inputs['scales']}: {max(errors):.3g}"
-    if max(errors) == 0.0:
-        return True, f"block(x) == x exactly at input scales {inputs['scales']}", ""
-    if all(np.allclose(array(out), 0.0) for out in value):
+    x = _x(inputs).astype("float64")
+    cases = [(f"scale {scale}", out, (np.float32(scale) * _x(inputs)).astype("float64"))
+             for scale, out in zip(inputs["scales"], value["scaled"])]
+    cases += [("training=True", value["training"], x), ("a (batch, seq, width) input", value["x3"],
+                                                          _x(inputs, "x3").astype("float64"))]
+    errors = {}
+    for what, out, expected in cases:
+        got = array(out, what=f"block(x) ({what})")
+        errors[what] = largest_difference(got, expected) if got.shape == expected.shape else np.inf
+    if max(errors.values()) == 0.0:
+        return True, f"block(x) == x exactly at input scales {inputs['scales']}, in training mode and on rank 3", ""
+    worst = max(errors, key=errors.get)
+    detail = f"largest |block(x) - x|: {errors[worst]:.3g} ({worst})"
+    if all(np.allclose(array(out), 0.0) for out in value["scaled"]):
         return False, detail, ("the block outputs 0: it is f(x) alone, without the shortcut. Add x back "
                                "(residual_keras.Residual(branch) computes x + branch(x)).")
+    if worst == "training=True":
+        return False, detail, "in training mode the block must be the identity too: x + f(x) with f(x) = 0"
     return False, detail, ("f(x) is not 0 at initialisation: start the LAST layer of f at 0 "
                            "(kernel_initializer=\"zeros\"; its bias starts at 0 already), then x + f(x) = x")
 
 
-# the branches can learn ----------------------------------------------------------------------------------------
+# the branches can learn: gradients through the block's own call -----------------------------------------------
 
 
-def probe_weights(module, inputs):
-    block = module.identity_block(inputs["width"], inputs["hidden"])
-    block(_x(inputs))
-    return weights_of(block)
+def expected_gradients(inputs, kernel_in, bias_in, kernel_out):
+    """The gradients of sum(upstream * (x + f(x))) on f's four weights, in float64, from the block's weights."""
+    x, upstream = _x(inputs).astype("float64"), np.asarray(inputs["upstream"], "float64")
+    pre = x @ kernel_in + bias_in
+    back = (upstream @ kernel_out.T) * (pre > 0)
+    return {"first kernel": x.T @ back, "first bias": back.sum(axis=0),
+            "last kernel": np.maximum(pre, 0.0).T @ upstream, "last bias": upstream.sum(axis=0)}
 
 
 def judge_learns(inputs, value):
     width, hidden = inputs["width"], inputs["hidden"]
-    x, upstream = _x(inputs).astype("float64"), np.asarray(inputs["upstream"])
-    kernel_in, kernel_out = find(value, (width, hidden), "first kernel"), find(value, (hidden, width), "last kernel")
-    bias_in = find(value, (hidden,), "first bias")
-    pre = x @ kernel_in + bias_in
-    hidden_out = np.maximum(pre, 0.0)
-    # The gradients of the loss sum(upstream * block(x)) on f's kernels, from the block's initial weights.
-    grad_out = hidden_out.T @ upstream
-    grad_in = x.T @ ((upstream @ kernel_out.T) * (pre > 0))
-    norms = float(np.linalg.norm(grad_in)), float(np.linalg.norm(grad_out))
-    detail = f"at initialisation the kernels' gradients have norms {norms[0]:.3g} (first), {norms[1]:.3g} (last)"
-    if max(norms) > 0:
+    shapes = {"first kernel": (width, hidden), "first bias": (hidden,), "last kernel": (hidden, width),
+              "last bias": (width,)}
+    weights = {what: find(value, shape, what) for what, shape in shapes.items()}
+    gradients = {}
+    for what, shape in shapes.items():
+        entry = next(e for e in value if isinstance(e, dict) and list(e.get("shape", ())) == list(shape))
+        gradients[what] = array(entry.get("gradient"), shape, f"the {what}'s gradient")
+    expected = expected_gradients(inputs, weights["first kernel"], weights["first bias"], weights["last kernel"])
+    norms = {what: float(np.linalg.norm(expected[what])) for what in ("first kernel", "last kernel")}
+    wrong = [what for what in shapes if not close(gradients[what], expected[what], rtol=1e-4,
+                                                  atol=1e-4 * max(1.0, float(np.max(np.abs(expected[what])))))]
+    detail = (f"at initialisation x + f(x) gives the kernels gradients of norms {norms['first kernel']:.3g} (first), "
+              f"{norms['last kernel']:.3g} (last); through your block's call: "
+              f"{np.linalg.norm(gradients['first kernel']):.3g}, {np.linalg.norm(gradients['last kernel']):.3g}")
+    if wrong:
+        if all(not np.any(gradients[what]) for what in shapes):
+            return False, detail, ("no gradient reaches f through your block's call, although x + f(x) with these "
+                                   "weights gives one: the branch is cut from the loss (stop_gradient, a constant "
+                                   "factor 0, or weights that are not trainable)")
+        return False, detail + f" (differ: {', '.join(wrong)})", \
+            "the block must compute x + f(x) with f = Dense(hidden, relu) then Dense(width) on the weights it holds"
+    if max(norms.values()) > 0:
         return True, detail, ""
     return False, detail, ("no kernel gets a gradient, so the branches stay 0 for ever. Start only the LAST layer of f "
                            "at 0: if the first is 0 too (or instead), the hidden layer outputs 0, the last kernel's "
@@ -116,33 +135,35 @@ def judge_learns(inputs, value):
 # with other weights, x + f(x) ---------------------------------------------------------------------------------
 
 
-def probe_other_weights(module, inputs):
-    block = module.identity_block(inputs["width"], inputs["hidden"])
-    block(_x(inputs))
-    assigned = assign_by_shape(block, inputs["new"])
-    return {"assigned": assigned, "output": plain(block(_x(inputs)))}
-
-
 def judge_other_weights(inputs, value):
-    x = _x(inputs).astype("float64")
-    f = mlp(x, *(np.asarray(w, "float32").astype("float64") for w in inputs["new"]))
-    got = array(value["output"], x.shape, "block(x)")
-    detail = f"with the grader's weights, block(x) differs from x + f(x) by up to {largest_difference(got, x + f):.3g}"
-    if close(got, x + f, rtol=1e-4, atol=1e-4):
-        return True, detail, ""
-    if close(got, f, rtol=1e-4, atol=1e-4):
-        return False, detail, "the block computes f(x) alone: the shortcut is missing (x + f(x))"
-    return False, detail, ("f must be exactly Dense(hidden, relu) then Dense(width), both with biases, and the block "
-                           "x + f(x): the grader gives f other weights and computes x + f(x) itself")
+    new = [np.asarray(w, "float32").astype("float64") for w in inputs["new"]]
+    x, x3 = _x(inputs).astype("float64"), _x(inputs, "x3").astype("float64")
+    cases = [("inference", value["inference"], x), ("training=True", value["training"], x),
+             ("a (batch, seq, width) input", value["x3"], x3)]
+    errors, hint = {}, ""
+    for what, out, at in cases:
+        got, f = array(out, at.shape, f"block(x) ({what})"), mlp(at, *new)
+        errors[what] = largest_difference(got, at + f)
+        if not hint and not close(got, at + f, rtol=1e-4, atol=1e-4):
+            if close(got, f, rtol=1e-4, atol=1e-4):
+                hint = "the block computes f(x) alone: the shortcut is missing (x + f(x))"
+            elif what == "training=True":
+                hint = "in training mode the block must compute x + f(x) too: nothing in it depends on `training`"
+            else:
+                hint = ("f must be exactly Dense(hidden, relu) then Dense(width), both with biases, and the block "
+                        "x + f(x): the grader gives f other weights and computes x + f(x) itself")
+    worst = max(errors, key=errors.get)
+    detail = f"with the grader's weights, block(x) differs from x + f(x) by up to {errors[worst]:.3g} ({worst})"
+    return not hint, detail, hint
 
 
 EXERCISE = Exercise(
     number=2, title="start the block as the identity (zero initialisation)", self_test="(a), (c)",
     filename="ex2_identity_init.py", skeleton=SKELETON, draw=draw, checks=(
-        CheckSpec("identity", "the block is exactly the identity at initialisation", probe_identity, judge_identity,
+        CheckSpec("identity", "the block is exactly the identity at initialisation", "identity", judge_identity,
                   "return a Keras layer: residual_keras.Residual(keras.Sequential([...]))"),
-        CheckSpec("learns", "the branches can learn (a kernel gets a gradient at initialisation)", probe_weights,
-                  judge_learns, "return a Keras layer whose f is Dense(hidden, relu) then Dense(width)"),
-        CheckSpec("other_weights", "with other weights the block computes x + f(x)", probe_other_weights,
-                  judge_other_weights, "return a Keras layer computing x + f(x)"),
+        CheckSpec("learns", "the branches can learn: the gradient through the block's call reaches f's kernels",
+                  "gradients", judge_learns, "return a Keras layer whose f is Dense(hidden, relu) then Dense(width)"),
+        CheckSpec("other_weights", "with other weights the block computes x + f(x), in both modes and on rank 3",
+                  "other_weights", judge_other_weights, "return a Keras layer computing x + f(x)"),
     ))

@@ -1,22 +1,24 @@
 """Exercise 3: a Pre-LN Transformer block from keras.layers parts (self-test (c), (d)).
 
-The grader draws the width, heads, hidden size, sequence length and inputs
-from the run's seed. Every required check reads the block through its
-`call`, as a model uses it. The submission's process sends back raw
-outputs: of the block on inputs that differ only after a drawn position
-(causality); of the block with one sublayer's parts at zero (so the other
-sublayer alone writes into the stream), as each weight is changed in turn
-(every weight must move one sublayer only: one LayerNorm per sublayer) and
-on an input scaled and shifted per position (a sublayer that reads LN(x)
-does not move); of the block in training and inference mode, before and
-after all its weights change. One optional extra reads `residual_steps()`,
-what the package's instruments measure, against the call. Every comparison
-is made here.
+What the exercise asks, each tested in general, through `call` as a model
+uses it: x = x + Attention(LN(x)) with causal self-attention, then
+x = x + MLP(LN(x)) with Dense(hidden, gelu) -> Dense(width), each sublayer
+with a LayerNorm of its own, in training and in inference mode, on inputs of
+any length; the parameter count; saving. The submission's process
+(harness/ex3.py) gives the student's block weights drawn from a seed of the
+grader's, and sends back its outputs with one sublayer's parts at zero (so
+the other one alone writes into the stream), the whole block's, and where
+each part's weights are. Here the same weights are drawn again and every
+block the grader knows is computed from them (transformer_reference.py): a
+check passes when the block's output is the exercise's form, and a known
+mistake gets its own hint. One optional extra reads `residual_steps()`,
+what the package's instruments measure, against the same references.
 """
 
 import numpy as np
 
-from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference, plain
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference
+from tracks.exercises.transformer_reference import GELU, BlockWeights, Variants, matching, nearest
 
 SKELETON = '''"""Exercise 3: a Pre-LN Transformer block from keras.layers parts.
 
@@ -85,80 +87,45 @@ def draw(rng):
     heads = int(rng.choice([h for h in (1, 2, 4) if width % h == 0]))
     length = int(rng.integers(4, 9))
     split = int(rng.integers(1, length - 1))
-    return {"width": width, "heads": heads, "hidden": int(rng.integers(8, 33)), "split": split,
-            "x": rng.standard_normal((2, length, width)).astype("float32").tolist(),
+    return {"width": width, "heads": heads, "hidden": int(rng.choice([h for h in range(8, 33) if h != width])),
+            "split": split, "x": rng.standard_normal((2, length, width)).astype("float32").tolist(),
             "later": rng.standard_normal((2, length - split - 1, width)).astype("float32").tolist(),
-            "scale": round(float(rng.uniform(2.0, 5.0)), 3), "shift": rng.standard_normal((2, length, 1)).tolist(),
-            "noise_seed": int(rng.integers(2**31))}
+            "other": rng.standard_normal((1, length + 3, width)).astype("float32").tolist(),
+            "weights_seed": int(rng.integers(2**31))}
 
 
-def _x(inputs):
-    return np.asarray(inputs["x"], "float32")
+def _x(inputs, key="x"):
+    return np.asarray(inputs[key], "float32").astype("float64")
 
 
-def _block(module, inputs):
-    cls = getattr(module, "PreLNBlock", None)
-    if cls is None:
-        raise AttributeError("no class PreLNBlock in the file")
-    block = cls(inputs["heads"], inputs["hidden"])
-    block(_x(inputs))
-    return block
+def _changed(inputs):
+    changed = _x(inputs).copy()
+    changed[:, inputs["split"] + 1:] = _x(inputs, "later")
+    return changed
 
 
-def _branches(block):
-    steps = list(block.residual_steps())
-    if len(steps) != 2:
-        raise ValueError(f"residual_steps() returned {len(steps)} steps, not 2 (attention, then feedforward)")
-    return steps[0].branch, steps[1].branch
+def _variants(inputs, value, x, zeroed=()):
+    block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"], zeroed)
+    return Variants(block, x, inputs["width"], inputs["hidden"])
 
 
-def _perturb(block, seed):
-    """Adds seeded noise to every weight of the block (the same for every submission of the run)."""
-    rng = np.random.default_rng(seed)
-    for weight in block.weights:
-        value = np.asarray(weight.numpy(), "float32")
-        weight.assign(value + rng.standard_normal(value.shape).astype("float32") * (0.2 + 0.5 * np.abs(value).mean()))
+def _measured(value, key, like):
+    return array(value, like.shape, f"the output ({key})")
 
 
-def _scale(expected):
-    return max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-
-
-# shape and causality --------------------------------------------------------------------------------------
-
-
-def probe_shape(module, inputs):
-    return list(_block(module, inputs)(_x(inputs)).shape)
+# shape and the parameter count -----------------------------------------------------------------------------
 
 
 def judge_shape(inputs, value):
-    expected = list(_x(inputs).shape)
-    return list(value) == expected, f"{tuple(value)} for {tuple(expected)}", \
+    expected = [list(_x(inputs).shape), list(_x(inputs, "other").shape)]
+    for key, shape in zip(("full", "other"), expected):
+        if isinstance(value[key], dict):
+            return False, f"on an input {tuple(shape)} the block raised {str(value[key].get('error'))[:200]}", \
+                "the block takes any sequence length: nothing in it may be fixed to the length build() saw"
+    got = [list(np.shape(value["full"])), list(np.shape(value["other"]))]
+    return got == expected, f"{tuple(got[0])} for {tuple(expected[0])}, {tuple(got[1])} for {tuple(expected[1])}", \
         ("both sublayers write vectors of the stream's width: the MLP ends with Dense(width), the attention's output "
-         "projection keeps the width")
-
-
-def probe_causal(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    changed = x.copy()
-    changed[:, inputs["split"] + 1:] = np.asarray(inputs["later"], "float32")
-    return [plain(block(x)), plain(block(changed))]
-
-
-def judge_causal(inputs, value):
-    x, split = _x(inputs), inputs["split"]
-    first, second = (array(out, x.shape, "the output") for out in value)
-    earlier = largest_difference(first[:, :split + 1], second[:, :split + 1])
-    ok = earlier <= 1e-5 * _scale(first)
-    return ok, f"positions after {split} changed: positions 0..{split} moved by {earlier:.2g}", \
-        "call the attention with use_causal_mask=True: position t may read positions <= t only"
-
-
-# parameters ---------------------------------------------------------------------------------------------------
-
-
-def probe_parameters(module, inputs):
-    return [list(weight.shape) for weight in _block(module, inputs).trainable_weights]
+         "projection keeps the width; the block takes any sequence length")
 
 
 def expected_parameters(width, heads, hidden):
@@ -178,258 +145,244 @@ def judge_parameters(inputs, value):
                                      "LayerNormalization, Dense(hidden, gelu) and Dense(width), all with biases")
 
 
-# each sublayer has its own LayerNorm, and reads a normalised input -------------------------------------------------
-#
-# Read through call() alone: with one sublayer's parts at zero, that sublayer writes nothing into the stream
-# (an MLP of Dense layers with zero kernels and biases writes gelu(0) W2 + b2 = 0; an attention with zero
-# projections writes 0), so block(x) - x is what the other sublayer writes: Attention(LN(x)), or MLP(LN(x)).
-
-SUBLAYERS = {"attention": "Dense", "feedforward": "MultiHeadAttention"}  # the sublayer measured: the parts zeroed
+# each sublayer alone: the attention with the MLP's parts at zero, the MLP with the attention's ------------------------
 
 
-def _parts(block, kind):
-    """The block's sublayers of the keras.layers class named `kind`, at any depth (a Sequential MLP too)."""
-    import keras
-
-    cls = getattr(keras.layers, kind)
-    return [layer for layer in block._flatten_layers(include_self=False, recursive=True) if isinstance(layer, cls)]
-
-
-def _silenced(block, kind):
-    """Zeroes the weights of the block's `kind` sublayers: (their ids, a function that restores every weight)."""
-    saved = [weight.numpy() for weight in block.weights]
-    silent = {id(weight) for layer in _parts(block, kind) for weight in layer.weights}
-    for weight in block.weights:
-        if id(weight) in silent:
-            weight.assign(np.zeros(weight.shape, "float32"))
-    return silent, lambda: [weight.assign(value) for weight, value in zip(block.weights, saved)]
+def _attention_fit(inputs, value):
+    """(the keys of the attention-alone variants the block matches on x and on the changed input, the gap)."""
+    entry, x, changed = value["attention"], _x(inputs), _changed(inputs)
+    if not entry.get("parts"):
+        raise WrongForm("no keras.layers.Dense in the block: build the parts the exercise names")
+    found = []
+    for at, key in ((x, "x"), (changed, "changed")):
+        variants = _variants(inputs, value, at, entry["zeroed"]).attention_alone()
+        measured = _measured(entry[key], key, at)
+        keys = matching(variants, measured)
+        found.append(set(keys))
+        if key == "x":
+            gap = nearest(variants, measured, [k for k in variants if k[0] == "pre" and k[1] is not None and k[2]])
+    return found[0] & found[1], gap
 
 
-def probe_sublayers(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    moved = x * np.float32(inputs["scale"]) + np.asarray(inputs["shift"], "float32")
-    rng = np.random.default_rng(inputs["noise_seed"])
-    found = {"names": [str(weight.path) for weight in block.weights]}
-    for measured, zeroed in SUBLAYERS.items():
-        silent, restore = _silenced(block, zeroed)
-        writes = {"parts": len(_parts(block, zeroed)), "base": plain(block(x) - x), "moved": plain(block(moved) - moved),
-                  "changed": []}
-        for weight in block.weights:  # each weight in turn (not the silenced sublayer's: it stays at zero)
-            if id(weight) in silent:
-                writes["changed"].append(None)
-                continue
-            value = weight.numpy()
-            weight.assign(value + rng.standard_normal(value.shape).astype(value.dtype))
-            writes["changed"].append(plain(block(x) - x))
-            weight.assign(value)
-        found[measured] = writes
-        restore()
-    return found
+def judge_attention(inputs, value):
+    keys, gap = _attention_fit(inputs, value)
+    detail = (f"with the MLP's parts at zero, block(x) minus x + Attention(LN(x)) computed here from the block's "
+              f"weights: {gap:.2g}")
+    if any(form == "pre" and norm is not None for form, norm, _ in keys):
+        return True, detail, ""
+    forms = {form for form, _, _ in keys}
+    if "pre" in forms:
+        return False, detail, ("the attention reads x itself: it must read LN(x), x = x + Attention(LN(x)), with the "
+                               "LayerNorm inside the residual, on the sublayer's input")
+    if "no shortcut" in forms:
+        return False, detail, "the block outputs Attention(LN(x)) alone: the residual addition is missing"
+    if "post" in forms:
+        return False, detail, ("the output is normalised: a LayerNorm sits on the stream after the addition (Post-LN, "
+                               "LN(x + F(x))). In Pre-LN the norm is inside the residual: x + F(LN(x)).")
+    return False, detail, ("with the MLP writing 0 the block must be x + MultiHeadAttention(h, h, "
+                           "use_causal_mask=True) with h = LN(x), computed with the block's own weights")
 
 
-def _writes(inputs, value, measured):
-    """What one sublayer writes into the stream, sent back; `WrongForm` when the block has no such parts."""
-    writes = value[measured]
-    if not writes["parts"]:
-        raise WrongForm(f"no keras.layers.{SUBLAYERS[measured]} in the block: build the parts the exercise names "
-                        "(MultiHeadAttention, two LayerNormalization, two Dense)")
-    return writes
+def judge_causal(inputs, value):
+    keys, _ = _attention_fit(inputs, value)
+    split = inputs["split"]
+    if any(causal for _, _, causal in keys):
+        return True, f"the attention is causal: changing positions after {split} changes no earlier one", ""
+    if keys:
+        return False, (f"the attention is not causal: changing positions after {split} changes earlier ones"), \
+            "call the attention with use_causal_mask=True: position t may read positions <= t only"
+    return False, "the attention's write is no attention the grader computes from the block's weights", \
+        "self-attention with use_causal_mask=True on LN(x): attention(h, h, use_causal_mask=True)"
+
+
+def _mlp_fit(inputs, value):
+    entry, x = value["mlp"], _x(inputs)
+    if not entry.get("parts"):
+        raise WrongForm("no keras.layers.MultiHeadAttention in the block: build the parts the exercise names")
+    variants = _variants(inputs, value, x, entry["zeroed"]).mlp_alone()
+    measured = _measured(entry["x"], "x", x)
+    gap = nearest(variants, measured, [k for k in variants if k[0] == "pre" and k[1] is not None and k[2] in GELU])
+    return set(matching(variants, measured)), gap
+
+
+def judge_mlp(inputs, value):
+    keys, gap = _mlp_fit(inputs, value)
+    detail = (f"with the attention's parts at zero, block(x) minus x + MLP(LN(x)) computed here from the block's "
+              f"weights (GELU): {gap:.2g}")
+    if any(form == "pre" and norm is not None and act in GELU for form, norm, act in keys):
+        return True, detail, ""
+    acts = {act for form, norm, act in keys if form == "pre" and norm is not None}
+    if "relu" in acts:
+        return False, detail + " (it computes ReLU)", ("the MLP is Dense(hidden, activation=\"gelu\") then "
+                                                       "Dense(width): GELU, as the exercise says, not ReLU")
+    if "none" in acts:
+        return False, detail + " (no activation)", "the first Dense of the MLP needs activation=\"gelu\""
+    forms = {form for form, _, _ in keys}
+    if "pre" in forms:
+        return False, detail, ("the MLP reads x itself: it must read LN(x), x = x + MLP(LN(x)), with its own "
+                               "LayerNorm inside the residual")
+    if "no shortcut" in forms:
+        return False, detail, "the block outputs MLP(LN(x)) alone: the residual addition is missing"
+    return False, detail, ("with the attention writing 0 the block must be x + Dense(width)(Dense(hidden, gelu)(LN(x))), "
+                           "computed with the block's own weights")
 
 
 def judge_own_norms(inputs, value):
-    shape = _x(inputs).shape
-    attention, feedforward = _writes(inputs, value, "attention"), _writes(inputs, value, "feedforward")
-    bases = [array(attention["base"], shape, "the output"), array(feedforward["base"], shape, "the output")]
-    both, used = [], 0
-    for name, *outputs in zip(value["names"], attention["changed"], feedforward["changed"]):
-        moved = [out is not None and largest_difference(array(out, shape, "the output"), base) > 1e-6 * _scale(base)
-                 for out, base in zip(outputs, bases)]
-        used += any(moved)
-        if all(moved):
-            both.append(str(name))
-    if not value["names"] or not used:
-        raise WrongForm("no weight of the block changes what its sublayers write")
-    if both:
-        return False, f"these weights change what both sublayers write: {', '.join(both[:4])}", \
-            ("one LayerNormalization shared by both sublayers: give each sublayer its own (attention_norm, mlp_norm), "
-             "so that each has its own gamma and beta")
-    return True, f"each of the block's {len(value['names'])} weights changes one sublayer at most", ""
+    attention_keys, _ = _attention_fit(inputs, value)
+    mlp_keys, _ = _mlp_fit(inputs, value)
+    count = len(value["parts"]["norms"])
+    # which LayerNorm each sublayer reads, whether or not its shortcut is right (the identity check says that)
+    read_by_attention = {norm for form, norm, _ in attention_keys if form in ("pre", "no shortcut") and norm is not None}
+    read_by_mlp = {norm for form, norm, _ in mlp_keys if form in ("pre", "no shortcut") and norm is not None}
+    if not read_by_attention or not read_by_mlp:
+        return False, (f"{count} LayerNormalization in the block; which one each sublayer reads could not be told: "
+                       "a sublayer is not x + F(LN(x)) of the block's weights (see the attention and MLP checks)"), \
+            "each sublayer reads its own LayerNormalization: x + Attention(LN1(x)), then x + MLP(LN2(x))"
+    if read_by_attention.isdisjoint(read_by_mlp):
+        return True, f"the attention reads LayerNorm {min(read_by_attention)}, the MLP LayerNorm {min(read_by_mlp)}", ""
+    return False, f"both sublayers read the same LayerNormalization (of {count} in the block)", \
+        ("one LayerNormalization shared by both sublayers: give each sublayer its own (attention_norm, mlp_norm), "
+         "so that each has its own gamma and beta")
 
 
-def judge_normalised(inputs, value):
-    shape, worst = _x(inputs).shape, []
-    for measured in SUBLAYERS:
-        writes = _writes(inputs, value, measured)
-        base = array(writes["base"], shape, "the output")
-        worst.append(largest_difference(base, array(writes["moved"], shape, "the output")) / _scale(base))
-    ok = max(worst) < 5e-2
-    return ok, (f"scaling each position by {inputs['scale']} and shifting it changes what the attention writes by "
-                f"{worst[0]:.2g}, what the MLP writes by {worst[1]:.2g} (relative)"), \
-        ("each sublayer must start with its LayerNorm, x + F(LN(x)): a normalised input does not change when a "
-         "position is scaled or shifted. The norm goes inside the residual, on the sublayer's input.")
-
-
-# the identity path --------------------------------------------------------------------------------------------
-
-
-def probe_identity(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    for weight in block.weights:  # every kernel and bias at 0 (the LayerNorms' gamma, beta kept): F = 0
-        if weight.name not in ("gamma", "beta"):
-            weight.assign(np.zeros(weight.shape, "float32"))
-    return plain(block(x))
+# the identity path ----------------------------------------------------------------------------------------
 
 
 def judge_identity(inputs, value):
-    x = _x(inputs).astype("float64")
-    out = array(value, x.shape, "the output")
-    detail = f"the output differs from the input by up to {largest_difference(out, x):.3g}"
+    x = _x(inputs)
+    out = array(value["identity"], x.shape, "the output")
+    detail = f"with every kernel and bias at 0, the output differs from the input by up to {largest_difference(out, x):.3g}"
     if close(out, x, atol=1e-5):
         return True, "x_L = x_0", ""
     if np.allclose(out, 0.0, atol=1e-5):
         return False, detail, "the block outputs 0 when F = 0: the residual addition is missing (x = x + F(LN(x)))"
-    if np.allclose(np.sqrt(np.mean(out**2, axis=-1)), 1.0, atol=0.05) or np.allclose(out.mean(axis=-1), 0, atol=1e-4):
+    block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"])
+    from tracks.exercises.transformer_reference import layer_norm
+
+    if any(close(out, layer_norm(x, norm), atol=1e-4) or close(out, layer_norm(layer_norm(x, norm), other), atol=1e-4)
+           for norm in block.norms for other in block.norms):
         return False, detail, ("the output is normalised: a LayerNorm sits on the stream after the addition (Post-LN, "
                                "LN(x + F(x)), or one norm around the whole block). In Pre-LN the norm is inside the "
                                "residual, on the sublayer's input only: x + F(LN(x)).")
     return False, detail, "with F = 0 each sublayer must add nothing: x = x + F(LN(x)), twice"
 
 
-# the MLP reads the stream after the attention's addition ------------------------------------------------------------
+# the whole block: the order of the sublayers, both modes, any length -----------------------------------------------
 
 
-def probe_order(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    _perturb(block, inputs["noise_seed"])  # every weight away from its initial value, the LayerNorms' too
-    full = plain(block(x))
-    _, restore = _silenced(block, "Dense")  # the attention alone: x + Attention(LN(x))
-    attention = np.asarray(block(x)) - x
-    restore()
-    _, restore = _silenced(block, "MultiHeadAttention")  # the MLP alone, on the stream after the attention
-    after = x + attention
-    mlp = np.asarray(block(after)) - after
-    restore()
-    return {"full": full, "attention": plain(attention), "mlp_after": plain(mlp),
-            "parts": [len(_parts(block, "Dense")), len(_parts(block, "MultiHeadAttention"))]}
+def _whole_fit(inputs, value, key="full", at="x"):
+    x = _x(inputs, at)
+    variants = _variants(inputs, value, x).whole()
+    return variants, set(matching(variants, _measured(value[key], key, x)))
 
 
 def judge_order(inputs, value):
-    x = _x(inputs).astype("float64")
-    if not all(value["parts"]):
-        raise WrongForm("the block needs its MultiHeadAttention and its Dense layers (the parts the exercise names)")
-    full, attention, mlp = (array(value[key], x.shape, "the output") for key in ("full", "attention", "mlp_after"))
-    gap = largest_difference(full, x + attention + mlp)
-    ok = gap <= 1e-4 * _scale(full)
-    return ok, f"block(x) minus x + a + MLP(LN(x + a)), a = Attention(LN(x)): {gap:.2g}", \
-        ("the MLP must read the stream after the attention's addition: x = x + Attention(LN(x)), then x = x + "
-         "MLP(LN(x)) on that new x (not both sublayers on the same input, side by side)")
-
-
-# training and inference ----------------------------------------------------------------------------------------
-
-
-def probe_modes(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    found = []
-    for _ in range(2):  # before and after every weight changes
-        found.append({"training": plain(block(x, training=True)), "inference": plain(block(x, training=False))})
-        _perturb(block, inputs["noise_seed"])
-    return found
+    variants, keys = _whole_fit(inputs, value)
+    _, other = _whole_fit(inputs, value, "other", "other")
+    target = [k for k in variants if k[0] == "sequential" and k[1] is not None and k[2] is not None and k[4]
+              and k[3] in GELU]
+    gap = nearest(variants, _measured(value["full"], "full", _x(inputs)), target)
+    detail = f"block(x) minus x + a + MLP(LN(x + a)), a = Attention(LN(x)), computed here: {gap:.2g}"
+    arrangements = {k[0] for k in keys & other}
+    if arrangements & {"sequential", "post"}:
+        return True, detail, ""
+    if "side by side" in arrangements:
+        return False, detail, ("the MLP must read the stream after the attention's addition: x = x + Attention(LN(x)), "
+                               "then x = x + MLP(LN(x)) on that new x (not both sublayers on the same input, side by "
+                               "side)")
+    if "MLP first" in arrangements:
+        return False, detail, ("the MLP must read the stream after the attention's addition: the attention comes "
+                               "first, x = x + Attention(LN(x)), then x = x + MLP(LN(x))")
+    if keys and not other:
+        return False, detail + " (right on x, not on a longer input)", \
+            "the block must work on inputs of any length: nothing in it may depend on the sequence length of build()"
+    return False, detail, ("x = x + Attention(LN(x)), then x = x + MLP(LN(x)) on that new x: the grader computes this "
+                           "from the block's weights")
 
 
 def judge_training(inputs, value):
+    variants, keys = _whole_fit(inputs, value)
     x = _x(inputs)
-    entries = [{key: array(entry[key], x.shape, key) for key in ("training", "inference")} for entry in value]
-    gaps = [largest_difference(entry["training"], entry["inference"]) for entry in entries]
-    ok = all(gap <= 1e-5 * _scale(entry["inference"]) for gap, entry in zip(gaps, entries))
-    return ok, f"training=True and training=False differ by {max(gaps):.2g}", \
-        ("the block has no dropout, so it computes the same in both modes: the residual additions (and everything "
-         "else) must not depend on `training`")
-
-
-# optional: the steps the instruments read, after the weights change ------------------------------------------------
-
-
-def probe_steps(module, inputs):
-    block, x = _block(module, inputs), _x(inputs)
-    found = []
-    for _ in range(2):  # before and after every weight changes
-        attention, feedforward = _branches(block)
-        update = attention(x)
-        found.append({"call": plain(block(x, training=False)), "attention": plain(update),
-                      "feedforward": plain(feedforward(x + update))})
-        _perturb(block, inputs["noise_seed"])
-    return found
-
-
-def judge_steps(inputs, value):
-    x = _x(inputs).astype("float64")
-    entries = [{key: array(entry[key], x.shape, key) for key in ("call", "attention", "feedforward")}
-               for entry in value]
-    gaps = [largest_difference(e["call"], x + e["attention"] + e["feedforward"]) for e in entries]
-    moved = largest_difference(entries[0]["call"], entries[1]["call"])
-    if moved <= 1e-6:
-        raise WrongForm("the block computes the same after all its weights changed")
-    ok = all(gap <= 1e-4 * _scale(e["call"]) for gap, e in zip(gaps, entries))
-    return ok, f"call() minus x + the steps' branches: {gaps[0]:.2g} before, {gaps[1]:.2g} after the weights change", \
-        ("residual_steps() must compute with the block's own layers, each time: [ResidualStep('attention', branch), "
-         "ResidualStep('feedforward', branch)] where each branch computes exactly what call() adds to the stream, with "
-         "its LayerNorm inside (no copies of the weights)")
+    training = _measured(value["training"], "training", x)
+    inference = _measured(value["full"], "full", x)
+    gap = largest_difference(training, inference)
+    if not keys:
+        return False, "in inference mode the block is none the grader computes from its weights (see the order check)", \
+            "x = x + Attention(LN(x)), then x = x + MLP(LN(x)), in both modes"
+    same = [key for key in keys if close(training, variants[key], rtol=1e-4, atol=1e-4 * max(1.0, np.abs(training).max()))]
+    detail = f"training=True and training=False differ by {gap:.2g}"
+    return bool(same), detail, ("the block has no dropout, so it computes the same in both modes: the residual "
+                                "additions (and everything else) must not depend on `training`")
 
 
 # saving -----------------------------------------------------------------------------------------------------
 
 
-def probe_saving(module, inputs):
-    import keras
-
-    block, x = _block(module, inputs), _x(inputs)
-    config = block.get_config()
-    clone = type(block).from_config(config)
-    clone(x)
-    clone.set_weights(block.get_weights())
-    model_input = keras.Input(x.shape[1:])
-    model = keras.Model(model_input, block(model_input))
-    model.save("model.keras")  # in the submission's own empty working folder
-    loaded = keras.saving.load_model("model.keras")
-    return {"config": {key: plain(config.get(key)) for key in ("num_heads", "hidden")}, "output": plain(block(x)),
-            "clone": plain(clone(x)), "loaded": plain(loaded(x))}
-
-
 def judge_saving(inputs, value):
     x = _x(inputs)
-    output = array(value["output"], x.shape)
     if value["config"] != {"num_heads": inputs["heads"], "hidden": inputs["hidden"]}:
         return False, f"get_config gives {value['config']}", "keep the skeleton's get_config (num_heads, hidden)"
+    variants, keys = _whole_fit(inputs, value, "output")
+    if not keys:
+        return False, "the block is none the grader computes from its weights (see the order check)", \
+            "x = x + Attention(LN(x)), then x = x + MLP(LN(x))"
+    expected = variants[sorted(keys, key=str)[0]]
     for key, what in (("clone", "from_config(get_config())"), ("loaded", "the saved and reloaded model")):
-        if not close(array(value[key], x.shape), output, atol=1e-5):
-            return False, f"{what} computes something else", "keep the skeleton's decorator and get_config"
+        if not close(array(value[key], x.shape), expected, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(expected).max())):
+            return False, f"{what} computes something else than the block from its weights", \
+                "keep the skeleton's decorator and get_config"
     return True, "get_config, from_config and a .keras file give the same block back", ""
+
+
+# optional: the steps the instruments read ----------------------------------------------------------------------
+
+
+def judge_steps(inputs, value):
+    x, gaps = _x(inputs), []
+    for entry, seed in zip(value, (inputs["weights_seed"], inputs["weights_seed"] + 1)):
+        block = BlockWeights(entry["weights"], entry["parts"], seed)
+        variants = Variants(block, x, inputs["width"], inputs["hidden"])
+        call = _measured(entry["call"], "call", x)
+        keys = [k for k in matching(variants.whole(), call) if k[0] == "sequential"]
+        if not keys:
+            raise WrongForm("call() is not the Pre-LN block of its weights (see the required checks)")
+        _, i, j, act, causal = keys[0]
+        attention = variants.attend(x, i, causal, "x")
+        feedforward = variants.mlp(x + attention, j, act, ("after", i, causal))
+        gaps.append(max(largest_difference(_measured(entry["attention"], "attention", x), attention),
+                        largest_difference(_measured(entry["feedforward"], "feedforward", x), feedforward)))
+    ok = all(gap <= 1e-4 * max(1.0, float(np.abs(x).max())) * 10 for gap in gaps)
+    return ok, f"the steps' branches minus what call() adds, computed here: {gaps[0]:.2g} before, {gaps[1]:.2g} " \
+               "after the weights change", \
+        ("residual_steps() must compute with the block's own layers, each time: [ResidualStep('attention', branch), "
+         "ResidualStep('feedforward', branch)] where each branch computes exactly what call() adds to the stream, with "
+         "its LayerNorm inside (no copies of the weights)")
 
 
 EXERCISE = Exercise(
     number=3, title="a Pre-LN Transformer block from keras.layers parts", self_test="(c), (d)",
     filename="ex3_preln_block.py", skeleton=SKELETON, draw=draw, checks=(
-        CheckSpec("shape", "the output has the input's shape", probe_shape, judge_shape,
+        CheckSpec("shape", "the output has the input's shape, at any length", "block", judge_shape,
                   "build() makes the parts, call() uses them"),
-        CheckSpec("causal", "causal: a later position does not change an earlier one", probe_causal, judge_causal,
+        CheckSpec("causal", "causal: a later position does not change an earlier one", "block", judge_causal,
                   "self-attention with use_causal_mask=True: position t reads positions <= t only"),
-        CheckSpec("parameters", "the parameter count", probe_parameters, judge_parameters,
+        CheckSpec("parameters", "the parameter count", "parameters", judge_parameters,
                   "build every part in build()"),
-        CheckSpec("own_norms", "each sublayer has its own LayerNorm (a weight changes one sublayer only)",
-                  probe_sublayers, judge_own_norms, "build every part in build(), and write call()"),
-        CheckSpec("normalised", "each sublayer reads a normalised input, x + F(LN(x))", probe_sublayers,
-                  judge_normalised, "build every part in build(), and write call()"),
-        CheckSpec("identity", "with both sublayers writing 0 the block is the identity", probe_identity,
-                  judge_identity, "build every part in build(), so that the block has its weights after one call"),
-        CheckSpec("order", "the MLP reads the stream after the attention's addition", probe_order, judge_order,
+        CheckSpec("attention", "the attention: x + Attention(LN(x)), from the block's weights", "block",
+                  judge_attention, "build every part in build(), and write call()"),
+        CheckSpec("mlp", "the MLP: x + MLP(LN(x)) with GELU, from the block's weights", "block", judge_mlp,
                   "build every part in build(), and write call()"),
-        CheckSpec("training", "the same in training and in inference mode", probe_modes, judge_training,
+        CheckSpec("own_norms", "each sublayer has its own LayerNorm", "block", judge_own_norms,
+                  "build every part in build(), and write call()"),
+        CheckSpec("identity", "with both sublayers writing 0 the block is the identity", "block",
+                  judge_identity, "build every part in build(), so that the block has its weights after one call"),
+        CheckSpec("order", "the MLP reads the stream after the attention's addition", "block", judge_order,
+                  "build every part in build(), and write call()"),
+        CheckSpec("training", "the same in training and in inference mode", "block", judge_training,
                   "call(x, training=...) must work: keras passes training to call() when it takes it"),
-        CheckSpec("saving", "saving: get_config, registration, a .keras file", probe_saving, judge_saving,
+        CheckSpec("saving", "saving: get_config, registration, a .keras file", "saving", judge_saving,
                   "keep the skeleton's decorator and get_config; build every part in build()"),
-        CheckSpec("steps", "residual_steps() describes call(), also after the weights change",
-                  probe_steps, judge_steps, "return [rk.ResidualStep('attention', branch), rk.ResidualStep("
-                                            "'feedforward', branch)] where each branch computes exactly what call() "
-                                            "adds to the stream", optional=True),
+        CheckSpec("steps", "residual_steps() describes call(), also after the weights change", "steps", judge_steps,
+                  "return [rk.ResidualStep('attention', branch), rk.ResidualStep('feedforward', branch)] where each "
+                  "branch computes exactly what call() adds to the stream", optional=True),
     ))

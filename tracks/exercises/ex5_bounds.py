@@ -1,14 +1,16 @@
 """Exercise 5: the bounds of L residual and plain blocks, against random matrices (self-test (b)).
 
 The checks draw eps, L and n from the run's seed, so bounds written for
-eps = 0.2, L = 50 only fail; the random products are checked for being in
-the bounds, for one new J per layer (a product of one J reused, (I + J)^L,
-fails), and for following their seed.
+eps = 0.2, L = 50 only fail; the references are computed here. The random
+products are checked for factors of norm eps (the first, and the second
+read off the product of two), for singular values within the bounds
+computed here, for one new J per layer (a product of one J reused,
+(I + J)^L, fails), and for following their seed.
 """
 
 import numpy as np
 
-from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, number, plain
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, number
 
 SKELETON = '''"""Exercise 5: bounds on the Jacobian of L blocks.
 
@@ -75,8 +77,6 @@ def draw(rng):
 # residual_bounds and plain_bound ---------------------------------------------------------------------------
 
 
-def probe_bounds(module, inputs):
-    return [[plain(module.residual_bounds(eps, L)), plain(module.plain_bound(eps, L))] for eps, L in inputs["pairs"]]
 
 
 def judge_bounds(inputs, value):
@@ -115,12 +115,6 @@ def judge_bounds(inputs, value):
 # random_residual_product -----------------------------------------------------------------------------------
 
 
-def probe_products(module, inputs):
-    eps, L, n, (first, second) = inputs["eps"], inputs["L"], inputs["n"], inputs["seeds"]
-    product = module.random_residual_product
-    return {"one": plain(product(eps, 1, n, first)), "two": plain(product(eps, 2, n, first)),
-            "L": plain(product(eps, L, n, first)), "again": plain(product(eps, L, n, first)),
-            "other": plain(product(eps, L, n, second))}
 
 
 def _products(inputs, value):
@@ -135,11 +129,26 @@ def judge_in_bounds(inputs, value):
     if not np.isclose(factor, eps, rtol=1e-6):
         return False, f"one factor I + J has ||J|| = {factor:.4g}, not eps = {eps}", \
             "scale each random matrix to spectral norm exactly eps: J * eps / np.linalg.norm(J, 2)"
+    reproducible = np.array_equal(products["L"], products["again"])  # else the seed check says why
+    second = _second_factor(products["one"], products["two"], inputs["n"]) if reproducible else []
+    if second and not any(np.isclose(norm, eps, rtol=1e-6) for norm in second):
+        return False, f"the second factor I + J of the product of two has ||J|| = {second[0]:.4g}, not eps = {eps}", \
+            "every factor's J has spectral norm exactly eps, the second as much as the first"
     singular = np.linalg.svd(products["L"], compute_uv=False)
     low, high = (1 - eps) ** L, (1 + eps) ** L
     ok = low * (1 - 1e-6) <= singular.min() and singular.max() <= high * (1 + 1e-6)
     return ok, (f"eps {eps}, L {L}, n {inputs['n']}: singular values {singular.min():.3g} to {singular.max():.3g}, "
                 f"bounds {low:.3g} to {high:.3g}"), "multiply the factors (I + J_l) in order, each a new random J"
+
+
+def _second_factor(one, two, n):
+    """||J2|| of the product of two, (I + J2)(I + J1), from I + J1 = the product of one, read for each side
+    the student may multiply on: [left, right]; [] when the first factor is singular."""
+    try:
+        inverse = np.linalg.inv(one)
+    except np.linalg.LinAlgError:
+        return []
+    return [float(np.linalg.norm(two @ inverse - np.eye(n), 2)), float(np.linalg.norm(inverse @ two - np.eye(n), 2))]
 
 
 def judge_independent(inputs, value):
@@ -162,9 +171,6 @@ def judge_independent(inputs, value):
 # ANSWERS --------------------------------------------------------------------------------------------------
 
 
-def probe_answers(module, inputs):
-    answers = getattr(module, "ANSWERS", None)
-    return plain(dict(answers)) if isinstance(answers, dict) else None
 
 
 def judge_answers(inputs, value):
@@ -180,13 +186,13 @@ def judge_answers(inputs, value):
 EXERCISE = Exercise(
     number=5, title="the bounds of L residual and plain blocks, against random matrices", self_test="(b)",
     filename="ex5_bounds.py", skeleton=SKELETON, draw=draw, checks=(
-        CheckSpec("bounds", "the bounds at four (eps, L) drawn for this run", probe_bounds, judge_bounds,
+        CheckSpec("bounds", "the bounds at four (eps, L) drawn for this run", "bounds", judge_bounds,
                   "a factor I + J with ||J|| <= eps stretches a vector by at least 1 - eps and at most 1 + eps, "
                   "and L factors in a row combine by multiplication; a plain factor J alone stretches by at most eps"),
         CheckSpec("in_bounds", "random products: factors of norm eps, singular values within the bounds",
-                  probe_products, judge_in_bounds,
+                  "products", judge_in_bounds,
                   "build the product with numpy: product = (I + J) @ product, L times"),
-        CheckSpec("independent", "random products: a new J for each layer, from the seed", probe_products,
+        CheckSpec("independent", "random products: a new J for each layer, from the seed", "products",
                   judge_independent, "draw each J from rng = np.random.default_rng(seed), inside the loop"),
-        CheckSpec("answers", "ANSWERS: the three numbers", probe_answers, judge_answers, "fill in ANSWERS"),
+        CheckSpec("answers", "ANSWERS: the three numbers", "answers", judge_answers, "fill in ANSWERS"),
     ))

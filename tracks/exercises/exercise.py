@@ -2,17 +2,20 @@
 
 Each check is split where the process boundary runs (tracks/exercises/sandbox.py):
 
-- `probe(module, inputs)` runs in the submission's own process, next to the
-  student's code. It calls the student's functions on the inputs the grader
-  drew and returns plain values (numbers, nested lists, strings): what the
-  student's code computed, never a verdict.
+- its probe (named by `CheckSpec.probe`, a function of the harness's exN
+  module, tracks/exercises/harness/) runs in the submission's own process,
+  next to the student's code. It calls the student's code on the inputs and
+  weights the grader drew and returns raw values: what the code computed,
+  never a verdict, and nothing the grader expects.
 - `judge(inputs, value)` runs in the grader's process, which never loads the
-  student's file. It computes the reference values itself and returns
+  student's file. It computes every expected value itself, from the inputs
+  it drew and the weights it set or read back, and returns
   `(passed, detail, hint)`.
 
-So a submission that patches numpy, Keras or this package in its own process
-changes only the values it sends back; whether they are right is decided
-where it cannot reach.
+So a submission that replaces a probe, patches numpy or Keras, or writes
+records of its own changes only the values it sends back; the expected
+values are computed where it cannot reach, by code it cannot read
+(docs/grading.md).
 """
 
 import dataclasses
@@ -35,12 +38,13 @@ class Check:
 
 @dataclasses.dataclass(frozen=True)
 class CheckSpec:
-    """One check: `probe` in the submission's process, `judge` in the grader's.
+    """One check: its probe in the submission's process, `judge` in the grader's.
 
     Attributes:
         key: a short stable name (a column of the gradebook).
         name: the sentence a student reads.
-        probe: `(module, inputs) -> plain values` (child side).
+        probe: the name of the harness function `(module, inputs) -> plain values` whose result it
+            judges (child side; several checks may judge one probe's values).
         judge: `(inputs, value) -> (passed, detail, hint)` (parent side).
         hint: what to try when the probe raised (the student's code failed to run).
         optional: an extra beyond what the exercise asks (exercise 3's `residual_steps()` for the
@@ -49,7 +53,7 @@ class CheckSpec:
 
     key: str
     name: str
-    probe: Callable[[Any, dict], Any]
+    probe: str
     judge: Callable[[dict, Any], tuple]
     hint: str
     optional: bool = False
@@ -71,61 +75,10 @@ class Exercise:
         """The inputs every file of this exercise gets in a run with `seed` (plain values)."""
         return self.draw(np.random.default_rng([int(seed), self.number]))
 
-
-# Child side: values sent back ---------------------------------------------------------------------
-
-
-def plain(value):
-    """`value` as JSON-ready data: arrays and tensors as nested lists, numpy scalars as Python ones.
-
-    Integers stay Python integers (exact however large), so an overflow in the
-    student's code shows as the wrong number it produced.
-    """
-    if isinstance(value, dict):
-        return {str(key): plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    return np.asarray(_to_numpy(value)).tolist()
-
-
-def _to_numpy(value):
-    if isinstance(value, np.ndarray):
-        return value
-    import keras
-
-    return keras.ops.convert_to_numpy(value)
-
-
-def numpy(value):
-    """A Keras tensor (or anything array-like) as a float64 numpy array."""
-    return np.asarray(_to_numpy(value), dtype="float64")
-
-
-def weights_of(layer):
-    """[{name, shape, value}] of a layer's trainable weights, read after it has been called (so built)."""
-    return [{"name": str(weight.path), "shape": list(weight.shape), "value": numpy(weight).tolist()}
-            for weight in layer.trainable_weights]
-
-
-def assign_by_shape(layer, arrays):
-    """Gives each weight of `layer` the first unused array of its shape among `arrays` (the grader's choice).
-
-    The grader picks shapes that tell the weights apart (a kernel (width,
-    hidden), a bias (hidden,), ...), so no name or order of the student's is
-    needed. Returns how many weights were assigned.
-    """
-    free = [np.asarray(item, "float32") for item in arrays]
-    assigned = 0
-    for weight in layer.trainable_weights:
-        match = next((i for i, item in enumerate(free) if item.shape == tuple(weight.shape)), None)
-        if match is not None:
-            weight.assign(free.pop(match))
-            assigned += 1
-    return assigned
+    @property
+    def probes(self):
+        """The names of the harness functions its checks judge, each once, in order."""
+        return list(dict.fromkeys(spec.probe for spec in self.checks))
 
 
 # Parent side: reading what came back -------------------------------------------------------------
@@ -136,7 +89,10 @@ class WrongForm(ValueError):
 
 
 def array(value, shape=None, what="the value"):
-    """`value` as a finite-or-not float64 array, of `shape` when given; `WrongForm` otherwise."""
+    """`value` as a finite-or-not float64 array, of `shape` when given; `WrongForm` otherwise (saying what the
+    student's code raised, where the harness sent {"error": ...} for this value)."""
+    if isinstance(value, dict) and isinstance(value.get("error"), str):
+        raise WrongForm(f"{what}: raised {value['error'][:200]}")
     try:
         result = np.asarray(value, dtype="float64")
     except (TypeError, ValueError, OverflowError) as error:
@@ -181,12 +137,12 @@ def mlp(x, kernel_in, bias_in, kernel_out, bias_out):
 def judge_all(exercise, inputs, results, missing):
     """[Check] for every check of `exercise`, in order, from the probe results sent back.
 
-    `results[key]` is {"value": ...} or {"error": {...}}; a check without a
+    `results[probe]` is {"value": ...} or {"error": {...}}; a check without a
     result failed with `missing` (why the submission stopped early).
     """
     checks = []
     for spec in exercise.checks:
-        result = results.get(spec.key)
+        result = results.get(spec.probe)
         if not isinstance(result, dict) or not ("value" in result or "error" in result):
             checks.append(Check(spec.name, False, missing, spec.hint, spec.optional))
         elif "error" in result:
@@ -220,6 +176,5 @@ def describe_error(error):
     return f"raised {kind}{': ' + message if message else ''}{where}"
 
 
-__all__ = ["Check", "CheckSpec", "Exercise", "WrongForm", "array", "assign_by_shape", "close", "describe_error",
-           "find", "judge_all", "largest_difference", "mlp", "number", "numpy", "plain", "required",
-           "weights_of"]
+__all__ = ["Check", "CheckSpec", "Exercise", "WrongForm", "array", "close", "describe_error", "find", "judge_all",
+           "largest_difference", "mlp", "number", "required"]

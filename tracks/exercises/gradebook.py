@@ -75,11 +75,12 @@ def tally(reports):
     return summary
 
 
-# What each item of a file's confinement (runner.py, landlock.py) left it able to do.
-CONFINED_WORDS = {"files read": "read only Python's, the system's and its own folders",
+# What each item of a file's confinement (harness/runner.py, harness/landlock.py) left it able to do.
+CONFINED_WORDS = {"files read": ("read only Python's, the system's and its own folders (not the grader's checks "
+                                 "and references)"),
                   "files written": "write only in its own folder",
                   "TCP": "use no TCP",
-                  "signals": "signal no process outside itself (the grader included)"}
+                  "signals": "signal no process outside itself (the grader and its supervisor included)"}
 
 
 def confinement_line(reports):
@@ -161,7 +162,7 @@ def plot(path, reports):
 
 def grade_class(folder, out, *, seed=None, jobs=1, limits):
     """Grades every *.py under `folder` into the gradebook `out`; 0 when written, 2 for bad input."""
-    from tracks.exercises.grading import grade_files, student_of
+    from tracks.exercises.reports import grade_files, student_of
 
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():

@@ -1,50 +1,49 @@
-"""The process sandbox: one submission in its own process, with a time limit and a memory limit.
+"""The process sandbox: one submission under a supervisor of its own, with limits on time, memory and disk.
 
-- Time: the child starts a session of its own (its own process group); at the
-  limit the whole group is killed with SIGKILL.
-- Memory: `RLIMIT_DATA`, set by the child's first lines before anything is
-  imported. It counts private writable memory (heap, anonymous mmap), which is
-  what an allocation takes, and makes it fail at once (a `MemoryError`) instead
-  of swapping the machine. `RLIMIT_AS` would count the address space
-  TensorFlow reserves and never touches: 2.05 GiB after a small ResNet and
-  an attention layer ran, of which 0.4 GiB private writable (docs/grading.md),
-  so a 2 GiB limit would stop TensorFlow itself. A watchdog here also kills
-  the group when the child's resident anonymous and shared memory passes the
-  limit (shared memory is not counted by RLIMIT_DATA).
+For each file the grader starts a supervisor (harness/supervisor.py), a
+small process of the standard library only. It becomes a child subreaper,
+forks the submission's process into a session of its own with its limits
+set before anything is imported, watches the tree, and at the end kills it
+and every process it left behind, whatever session and environment they
+took: as their subreaper it finds them by parent. Its one line of JSON
+says how the file's process ended.
+
+- Time: the whole tree is killed at the limit.
+- Memory: `RLIMIT_DATA` in the submission's process (a refused allocation is
+  a `MemoryError` at once, instead of swapping the machine), and the tree's
+  resident anonymous and shared memory watched by the supervisor (shared
+  memory is not counted by RLIMIT_DATA). `RLIMIT_AS` would count the
+  address space TensorFlow reserves and never touches (docs/grading.md).
 - Output: stdout and stderr go to files (never to the grader's stdout), at
-  most `output_mb` each (`RLIMIT_FSIZE`).
-- CPU: `RLIMIT_CPU` of twice the time limit (`cpu_seconds`), inherited by
-  every process the file starts. A process that escapes the group kill by
-  starting a session of its own is killed after the file by the token its
-  environment carries (`kill_leftovers`), or, if it cleared its environment,
-  when it has spent that much CPU.
+  most `output_mb` each (`RLIMIT_FSIZE`, which also caps any one file).
+- Disk: what the tree writes into its working folder plus its logs, at most
+  `disk_mb` in all, watched by the supervisor; the folder is removed after.
+- CPU: `RLIMIT_CPU` of twice the time limit, inherited by every process.
+- Files, network, signals: where the kernel has Landlock, the submission's
+  process confines itself before the file is imported (harness/runner.py,
+  harness/landlock.py): it reads only Python's, its packages' and the
+  system's folders, `residual_keras`, this harness and its working folder,
+  never the grader's `tracks` (where the references and judges are); it
+  writes only in its working folder, and from the newer ABIs can neither use
+  TCP nor signal the grader or another submission.
 
-- Files, network, signals: where the kernel has Landlock, the child confines
-  itself before the file is imported (runner.py, landlock.py): it reads only
-  Python's, its packages' and the system's folders and its working folder
-  (which holds a copy of the file), writes only there, and from the newer
-  ABIs can neither use TCP nor signal the grader or another submission.
-
-What it does not do is in docs/grading.md: without Landlock the child can
-read and write what the user can, reach the network and signal the grader,
-and a process that starts a session of its own escapes the group kill.
+The harness the submission's process runs is copied out of the grader's
+package into the scratch folder (`child_site`): it knows how to call each
+exercise's code, and holds no expected value.
 """
 
 import dataclasses
 import json
-import os
 import pathlib
-import secrets
-import signal
+import shutil
 import subprocess
 import sys
 import time
 
-from tracks.exercises.runner import BOOTSTRAP
+from tracks.exercises.harness.supervisor import BOOTSTRAP
 
-POLL_SECONDS = 0.1
-TOKEN = "RESIDUAL_KERAS_SUBMISSION"  # an environment variable every process of one file inherits
 RESULTS_LIMIT = 32 * 2**20  # bytes of results read back
+HARNESS = pathlib.Path(__file__).resolve().parent / "harness"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +51,7 @@ class Limits:
     seconds: float = 120.0
     memory_gb: float = 4.0
     output_mb: int = 64
+    disk_mb: float = 256.0  # its working folder and its two logs, in all
     threads: int = 1  # TensorFlow's thread pools in each child
 
 
@@ -59,53 +59,46 @@ class Limits:
 class ChildRun:
     """What came back from one child: its records, how it ended, and how long it took."""
 
-    results: dict  # check key -> {"value": ...} or {"error": {...}}
+    results: dict  # probe name -> {"value": ...} or {"error": {...}}
     events: list  # [{"event": ...}, ...] in order
-    ended: str  # "finished", "timeout", "memory" (the watchdog), "exited" (returncode says how)
+    ended: str  # "finished", "timeout", "memory", "disk", "processes" (the supervisor), "exited" (returncode says how)
     returncode: int
     seconds: float
+    left_running: int = 0  # processes the file left behind, killed after it
+
+
+def hidden_folders():
+    """What a submission must not read, even beneath a folder it may: the grader's `tracks` package (its
+    exercise modules hold the references) and the repository's solutions/ beside it, where there is one."""
+    package = pathlib.Path(__file__).resolve().parents[1]
+    return [str(package), str(package.parent / "solutions")]
 
 
 def child_site(folder):
-    """A folder holding only residual_keras and tracks (links to the grader's own), for the child's sys.path."""
+    """The folder first on the child's sys.path: `residual_keras` (a link) and a copy of this harness."""
     import importlib.util
 
     site = pathlib.Path(folder) / "site"
     site.mkdir(parents=True, exist_ok=True)
-    for package in ("residual_keras", "tracks"):
-        origin = pathlib.Path(importlib.util.find_spec(package).origin).parent
-        link = site / package
-        if not link.exists():
-            link.symlink_to(origin, target_is_directory=True)
+    link = site / "residual_keras"
+    if not link.exists():
+        origin = pathlib.Path(importlib.util.find_spec("residual_keras").origin).parent
+        link.symlink_to(origin, target_is_directory=True)
+    if not (site / "harness").exists():
+        shutil.copytree(HARNESS, site / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     return site
 
 
-def kill_leftovers(token):
-    """SIGKILL to every process still carrying the run's `TOKEN`: those the file started in sessions of
-    their own, which the group kill misses. One that also cleared its environment is left to `RLIMIT_CPU`."""
-    marker = f"{TOKEN}={token}".encode() + b"\0"
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker in (entry / "environ").read_bytes():
-                os.kill(int(entry.name), signal.SIGKILL)
-        except (OSError, ValueError):  # gone, or not ours to read
-            pass
-
-
 def cpu_seconds(limits):
-    """`RLIMIT_CPU` of the child and of every process it starts: twice the time limit, at least a minute.
-
-    The time limit kills the child's process group; a process that started a session of its own
-    escapes that kill, and this bounds what it can spend (it is killed at the limit, SIGKILL).
-    """
+    """`RLIMIT_CPU` of the child and of every process it starts: twice the time limit, at least a minute."""
     return max(60, int(2 * limits.seconds))
 
 
 def child_environment(limits, workdir):
     """The grader's environment without PYTHON*, one thread each, and every home and temporary folder in
     `workdir` (the only folder a confined child may write: Keras' config, TensorFlow's autograph files)."""
+    import os
+
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     threads, workdir = str(limits.threads), str(workdir)
     environment.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
@@ -115,22 +108,8 @@ def child_environment(limits, workdir):
     return environment
 
 
-def _resident_bytes(pid):
-    """The child's resident anonymous plus shared memory, from /proc (0 when it is gone)."""
-    try:
-        fields = dict(line.split(":", 1) for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines())
-        return sum(int(fields.get(name, "0 kB").split()[0]) * 1024 for name in ("RssAnon", "RssShmem"))
-    except (OSError, ValueError):
-        return 0
-
-
-def _has_ended(pid):
-    """True once the child has exited, without reaping it (WNOWAIT)."""
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
 def read_records(path):
-    """(results by key, events) from the results file; a line that is not a JSON object is skipped."""
+    """(results by probe, events) from the results file; a line that is not a JSON object is skipped."""
     results, events = {}, []
     try:
         with open(path, "rb") as handle:
@@ -144,51 +123,57 @@ def read_records(path):
             continue
         if isinstance(record, dict) and isinstance(record.get("event"), str):
             events.append(record)
-        elif isinstance(record, dict) and isinstance(record.get("key"), str):
-            results[record["key"]] = record
+        elif isinstance(record, dict) and isinstance(record.get("probe"), str):
+            results[record["probe"]] = record
     return results, events
 
 
-def run_submission(path, number, inputs, *, limits, workdir, site, stdout, stderr):
-    """Runs exercise `number`'s probes on the file `path` in a child process; returns a `ChildRun`."""
+def _status(text):
+    """The supervisor's JSON line, or None when it printed none (it was killed)."""
+    for line in reversed(text.splitlines()):
+        try:
+            status = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(status, dict) and "ended" in status:
+            return status
+    return None
+
+
+def run_submission(path, number, probes, inputs, *, limits, workdir, site, stdout, stderr):
+    """Runs exercise `number`'s `probes` on the file `path` under a supervisor; returns a `ChildRun`."""
     workdir = pathlib.Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    request, results = workdir / "request.json", workdir / "results.jsonl"
-    copy = workdir / pathlib.Path(path).name  # the child reads this copy: the class folder may be out of its reach
+    files = workdir / "work"  # the child's working folder; the request and results sit in it
+    files.mkdir(parents=True, exist_ok=True)
+    request, results = files / "request.json", files / "results.jsonl"
+    copy = files / pathlib.Path(path).name  # the child reads this copy: the class folder is out of its reach
     copy.write_bytes(pathlib.Path(path).read_bytes())
-    request.write_text(json.dumps({"file": str(copy), "exercise": number, "inputs": inputs,
-                                   "results": str(results)}))
-    memory = int(limits.memory_gb * 2**30)
-    command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(site), str(memory),
-               str(int(limits.output_mb * 2**20)), str(cpu_seconds(limits))]
-    environment = child_environment(limits, workdir)
-    token = environment[TOKEN] = secrets.token_hex(16)  # marks every process the file starts
+    request.write_text(json.dumps({"file": str(copy), "exercise": number, "probes": list(probes), "inputs": inputs,
+                                   "results": str(results), "hidden": hidden_folders()}))
+    config = {"request": str(request), "workdir": str(files), "stdout": str(stdout), "stderr": str(stderr),
+              "seconds": limits.seconds, "memory": int(limits.memory_gb * 2**30),
+              "output": int(min(limits.output_mb, limits.disk_mb) * 2**20), "disk": int(limits.disk_mb * 2**20),
+              "cpu": cpu_seconds(limits)}
     started = time.monotonic()
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                   env=environment, start_new_session=True)
-    ended = None
-    while ended is None:
-        if _has_ended(process.pid):
-            ended = "finished"
-        elif time.monotonic() - started > limits.seconds:
-            ended = "timeout"
-        elif _resident_bytes(process.pid) > memory:
-            ended = "memory"
-        else:
-            time.sleep(POLL_SECONDS)
-    # The whole group goes, what the file left running included: the child is not reaped yet
-    # (a zombie keeps its process id), so the group's id cannot belong to another process.
+    supervisor = subprocess.Popen([sys.executable, "-I", "-c", BOOTSTRAP, str(site), json.dumps(config)],
+                                  cwd=files, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=child_environment(limits, files))
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-    kill_leftovers(token)
+        out, err = supervisor.communicate(timeout=limits.seconds + 60)
+    except subprocess.TimeoutExpired:  # never expected: the supervisor ends its child at the time limit
+        supervisor.kill()
+        out, err = supervisor.communicate()
+    status = _status(out.decode("utf-8", errors="replace")) or {
+        "ended": "exited", "returncode": supervisor.returncode,
+        "supervisor": err.decode("utf-8", errors="replace")[-2000:]}
     records, events = read_records(results)
-    if ended == "finished" and not any(event["event"] == "done" for event in events):
+    ended = status["ended"]
+    if ended in ("finished", "interrupted") and not any(event["event"] == "done" for event in events):
         ended = "exited"
-    return ChildRun(records, events, ended, process.returncode, time.monotonic() - started)
+    returncode = status.get("returncode")
+    return ChildRun(records, events, ended, returncode if isinstance(returncode, int) else -9,
+                    time.monotonic() - started, int(status.get("left_running") or 0))
 
 
-__all__ = ["ChildRun", "Limits", "child_environment", "child_site", "cpu_seconds", "read_records", "run_submission"]
+__all__ = ["ChildRun", "Limits", "child_environment", "child_site", "cpu_seconds", "hidden_folders",
+           "read_records", "run_submission"]

@@ -1,4 +1,9 @@
-"""A hostile file: wrong answers, with numpy's comparisons and the grader's checks patched to say yes."""
+"""A hostile file: wrong answers, with numpy's comparisons and the grader's checks patched to say yes.
+
+The grader's checks are out of a confined file's reach (a PermissionError);
+where they are not (no Landlock), the patches live and die in the file's own
+process, where no verdict is made.
+"""
 
 import numpy as np
 
@@ -11,7 +16,7 @@ try:  # the checks of the grader before issue 38
 
     for number in old_checks.CHECKS:
         old_checks.CHECKS[number] = lambda module: []
-except ImportError:
+except (ImportError, OSError):
     pass
 try:  # today's: every verdict made to pass, in this process
     import tracks.exercises.exercise as exercise
@@ -23,7 +28,7 @@ try:  # today's: every verdict made to pass, in this process
     for spec in BY_NUMBER[EXERCISE].checks:
         object.__setattr__(spec, "judge", lambda inputs, value: (True, "patched", ""))
     print("patched numpy and the checks")
-except ImportError as error:
+except (ImportError, OSError) as error:
     print(f"could not patch the checks: {error}")
 
 

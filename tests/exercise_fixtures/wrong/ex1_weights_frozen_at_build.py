@@ -1,5 +1,5 @@
 """A wrong answer to exercise 1: call() computes with copies of the weights taken in build()."""
-# expect: other_weights: call() reads the Dense layers
+# expect: equation: must read the Dense layers made in build() every time
 
 import keras
 

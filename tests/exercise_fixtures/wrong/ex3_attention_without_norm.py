@@ -1,5 +1,5 @@
 """A wrong answer to exercise 3: the attention reads the stream, not LN(x)."""
-# expect: normalised: F(LN(x))
+# expect: attention: it must read LN(x)
 
 import keras
 

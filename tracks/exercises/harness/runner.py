@@ -1,37 +1,26 @@
-"""The submission's process: imports the student's file, runs each check's probe, sends back plain values.
+"""The submission's process: confines itself, imports the student's file, runs the probes, sends back values.
 
-Started by tracks/exercises/sandbox.py as `python -I -c BOOTSTRAP REQUEST`:
-isolated mode (no PYTHONPATH, no user site, no current folder on sys.path),
-limits set before anything else is imported, and one folder put first on
-sys.path holding only the two packages this process needs (residual_keras
-and tracks), so the repository's solutions/ is not importable. The working
-folder is an empty temporary one.
+Started by supervisor.py (in the process it forks) with limits already set,
+stdout and stderr in files, and one folder first on sys.path holding only
+what this process may use: `residual_keras` and this harness, copied out
+of the grader's package (the grader's exercise modules, with their
+references and judges, are not among them and are out of Landlock's read
+set). The working folder is an empty temporary one.
 
 Every record is one JSON line in the results file: {"event": ...} for what
 happened (confinement, start, imported, import_error, exit, memory, done) and
-{"key": ..., "value": ...} or {"key": ..., "error": {...}} per check. The
-grader reads them after the process has ended and decides everything itself;
-nothing here says whether a value is right.
+{"probe": ..., "value": ...} or {"probe": ..., "error": {...}} per probe. The
+grader reads them after the process has ended and computes every expected
+value itself; nothing here says whether a value is right, so a file that
+replaces a probe or writes records of its own changes only the values it
+sends back.
 """
 
-import importlib.util
+import importlib
 import json
 import os
 import sys
 import traceback
-
-# The first lines of the child: limits, then this package from the grader's own folder.
-BOOTSTRAP = """
-import resource, sys
-request, site, data, output, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-resource.setrlimit(resource.RLIMIT_DATA, (data, data))
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-sys.path.insert(0, site)
-from tracks.exercises.runner import main
-main(request, site)
-"""
 
 
 def _where(error, path):
@@ -54,6 +43,8 @@ def _out_of_memory(error):
 
 def load(path):
     """The student's file as a module with a name of its own (never on sys.path)."""
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location("submission", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["submission"] = module
@@ -61,9 +52,18 @@ def load(path):
     return module
 
 
-def run(path, exercise, inputs, send):
-    """Imports `path` and runs every probe of `exercise`, sending each record with `send`."""
-    from tracks.exercises.exercise import plain
+def probes_of(number):
+    """The probe functions of exercise `number` (this harness's exN module), by name."""
+    return importlib.import_module(f"{__package__}.ex{int(number)}").PROBES
+
+
+def run(path, probes, names, inputs, send):
+    """Imports `path` and runs the probes `names` (of `probes`, by name) in order, sending each record with `send`.
+
+    `probes` is looked up before the file runs (main() passes `probes_of(number)`); a file may still change
+    the functions in it, which changes only the values it sends back.
+    """
+    from .values import plain
 
     send({"event": "start"})
     try:
@@ -76,34 +76,33 @@ def run(path, exercise, inputs, send):
               "during": "import"})
         return
     send({"event": "imported"})
-    for spec in exercise.checks:
+    for name in names:
         try:
-            record = {"key": spec.key, "value": plain(spec.probe(module, inputs))}
-            line = json.dumps(record)
+            line = json.dumps({"probe": name, "value": plain(probes[name](module, inputs))})
         except BaseException as error:  # noqa: BLE001  (SystemExit, KeyboardInterrupt: a failed check)
             if _out_of_memory(error):
-                send({"event": "memory", "error": _error(error, path), "during": spec.key})
-            line = json.dumps({"key": spec.key, "error": _error(error, path)})
+                send({"event": "memory", "error": _error(error, path), "during": name})
+            line = json.dumps({"probe": name, "error": _error(error, path)})
         send(line)
     send({"event": "done"})
 
 
 def readable_folders(site):
-    """What the submission's process may read: Python's and its packages' folders, the grader's two
-    packages, the system's folders and its working folder; never the repository around them."""
-    from tracks.exercises.landlock import SYSTEM_READ
+    """What the submission's process may read: Python's and its packages' folders, `residual_keras` and this
+    harness (in `site`), the system's folders and its working folder; never the repository around them."""
+    from .landlock import SYSTEM_READ
 
-    packages = [os.path.realpath(os.path.join(site, name)) for name in ("residual_keras", "tracks")]
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    return [*sorted(prefixes), site, *packages, os.getcwd(), *SYSTEM_READ]
+    return [*sorted(prefixes), site, os.path.realpath(os.path.join(site, "residual_keras")), os.getcwd(),
+            *SYSTEM_READ]
 
 
-def confine_self(site):
-    """Landlock on this process (landlock.py), before the catalogue or the file is imported: the event to send."""
-    from tracks.exercises.landlock import abi_version, confine
+def confine_self(site, hidden):
+    """Landlock on this process (landlock.py), before the file is imported: the event to send."""
+    from .landlock import abi_version, confine
 
     try:
-        confined = confine(readable_folders(site), [os.getcwd()])
+        confined = confine(readable_folders(site), [os.getcwd()], hidden=hidden)
     except OSError as error:  # Landlock there but refusing: say so, the grader reports it
         return {"event": "confinement", "confined": [], "why": str(error)[:200]}
     why = "" if confined else "Landlock is not available here (an older kernel, or a container's seccomp filter)"
@@ -113,10 +112,8 @@ def confine_self(site):
 def main(request_path, site):
     with open(request_path) as handle:
         request = json.load(handle)
-    confinement = confine_self(site)
-    from tracks.exercises.catalogue import BY_NUMBER
-
-    exercise = BY_NUMBER[request["exercise"]]
+    os.unlink(request_path)  # the inputs live on in this process only
+    confinement = confine_self(site, request["hidden"])
     with open(request["results"], "a") as results:
 
         def send(record):
@@ -124,7 +121,7 @@ def main(request_path, site):
             results.flush()
 
         send(confinement)
-        run(request["file"], exercise, request["inputs"], send)
+        run(request["file"], probes_of(request["exercise"]), request["probes"], request["inputs"], send)
     # Ends here: a thread the file left running (or TensorFlow's teardown) cannot keep it alive
     # past its last record into a timeout.
     for stream in (sys.stdout, sys.stderr):
@@ -135,4 +132,4 @@ def main(request_path, site):
     os._exit(0)
 
 
-__all__ = ["BOOTSTRAP", "load", "main", "run"]
+__all__ = ["load", "main", "probes_of", "run"]

@@ -2,14 +2,16 @@
 
 Landlock (Linux 5.13 and later, no privileges needed) lets a process give up
 access rights for itself and every process it starts, for good. The
-submission's process (runner.py's bootstrap) calls `confine` before it imports
+submission's process (runner.py) calls `confine` before it imports
 anything of the student's, and from then on:
 
-- it reads only the folders Python, NumPy, TensorFlow and Keras are loaded
-  from, the grader's own `residual_keras` and `tracks`, the system's folders
-  (/usr, /lib, /etc, /proc, /sys, /dev) and its own working folder, which
-  holds a copy of the submission: not `solutions/`, not the other
-  submissions, not the gradebook;
+- it reads only the folders Python and its packages are loaded from, the
+  grader's `residual_keras` and this harness, the system's folders (/usr,
+  /lib, /etc, /proc, /sys, /dev) and its own working folder, which holds a
+  copy of the submission: not `solutions/`, not the other submissions, not
+  the gradebook, and not the grader's `tracks` package (its exercise modules
+  hold the references), wherever it is installed: a granted folder that
+  holds it is granted entry by entry around it (`read_rules`);
 - it writes only in its working folder (and to /dev/null);
 - from Landlock ABI 4 (Linux 6.7) it can neither connect nor listen on TCP;
 - from ABI 6 (Linux 6.12) it cannot signal a process outside itself and its
@@ -38,7 +40,7 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE  # the rights a rule o
 BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt",
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
                "/nix", "/run/current-system")
 
 
@@ -76,13 +78,53 @@ def _handled_fs(abi):
     return rights
 
 
-def confine(read, write, *, write_files=("/dev/null",)):
+def _beneath(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def read_rules(folders, hidden=()):
+    """[(path, rights)] that grant reading beneath every folder of `folders` but nothing beneath `hidden`.
+
+    Landlock only grants, so a granted folder that holds a hidden one is
+    granted entry by entry: listing the folder (READ_DIR, so that Python's
+    import system can list it), and reading every entry of it that neither is
+    nor holds a hidden path, recursing into those that hold one. Paths are
+    compared after resolving links (a rule on a link applies to its target).
+    """
+    hidden = [os.path.realpath(path) for path in hidden]
+    rules, seen = [], set()
+
+    def grant(path):
+        real = os.path.realpath(path)
+        if real in seen or not os.path.exists(real) or any(_beneath(real, h) for h in hidden):
+            return
+        seen.add(real)
+        inside = [h for h in hidden if _beneath(h, real)]
+        if not inside:
+            rules.append((real, READ))
+            return
+        rules.append((real, READ_DIR))
+        try:
+            entries = sorted(os.listdir(real))
+        except OSError:
+            return
+        for entry in entries:
+            grant(os.path.join(real, entry))
+
+    for folder in folders:
+        grant(folder)
+    return rules
+
+
+def confine(read, write, *, hidden=(), write_files=("/dev/null",)):
     """Confines this process and its future children; returns what was confined, in words (a list).
 
     Args:
         read: folders (and files) that may be read and executed beneath;
             those that do not exist are skipped.
         write: folders beneath which everything is allowed (the working folder).
+        hidden: folders that stay unreadable even where they lie beneath a
+            folder of `read` (`read_rules`).
         write_files: files that may be written (not created).
 
     Returns [] where the kernel has no Landlock. Raises `OSError` when
@@ -101,7 +143,7 @@ def confine(read, write, *, write_files=("/dev/null",)):
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        rules = [(path, READ) for path in read] + [(path, fs) for path in write]
+        rules = read_rules(read, hidden) + [(path, fs) for path in write]
         rules += [(path, (READ_FILE | WRITE_FILE) & fs) for path in write_files]
         for path, rights in rules:
             try:
@@ -130,4 +172,4 @@ def confine(read, write, *, write_files=("/dev/null",)):
     return confined
 
 
-__all__ = ["SYSTEM_READ", "abi_version", "confine"]
+__all__ = ["SYSTEM_READ", "abi_version", "confine", "read_rules"]

@@ -6,7 +6,7 @@
     python -m tracks grade submissions/ --out gradebook/ [--jobs 2] [--timeout 120] [--memory-gb 4]
 
 `check` and `grade` run each file in its own process with the same limits
-and the same checks (tracks/exercises/sandbox.py, grading.py); the verdicts
+and the same checks (tracks/exercises/sandbox.py, reports.py); the verdicts
 are computed here, from the values the file's code sent back. A file says
 which exercise it is (`EXERCISE = N`, as the skeleton does). Exit codes:
 `check` 0 when every check of every file passed, 1 when one failed; `grade`
@@ -84,7 +84,7 @@ def _read_tail(path, limit=4000):
 
 
 def check(files, as_json=False, seed=None, limits=Limits()):
-    from tracks.exercises.grading import grade_files
+    from tracks.exercises.reports import grade_files
 
     paths = [pathlib.Path(name) for name in files]
     missing = [str(path) for path in paths if not path.is_file()]
@@ -148,6 +148,8 @@ def _limit_options(parser):
                         help="seconds a file may run (default 120)")
     parser.add_argument("--memory-gb", type=_positive(float), default=4.0,
                         help="memory a file may allocate, GiB (default 4)")
+    parser.add_argument("--disk-mb", type=_positive(float), default=256.0,
+                        help="what a file may write, its files and its output together, MiB (default 256)")
 
 
 def main(argv):
@@ -181,7 +183,7 @@ def _main(command, rest):
         _limit_options(parser)
         args = parser.parse_args(rest)
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs,
-                           limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb))
+                           limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
     parser = _Parser(prog="python -m tracks check",
                      description="Grade exercise solutions, each in its own process, as `grade` does.")
     parser.add_argument("files", nargs="+", help="solution files (EXERCISE = N inside)")
@@ -189,7 +191,7 @@ def _main(command, rest):
     _limit_options(parser)
     args = parser.parse_args(rest)
     return check(args.files, as_json=args.json, seed=args.seed,
-                 limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb))
+                 limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
 
 
 __all__ = ["check", "list_exercises", "main", "start"]

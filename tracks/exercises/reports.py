@@ -1,4 +1,4 @@
-"""Grading files: which exercise a file is, its run in the sandbox, and the verdicts on what came back.
+"""A file's report: which exercise it is, its run in the sandbox, and the verdicts on what came back.
 
 `grade_file` never raises for anything a submission does: a syntax error, a
 missing `EXERCISE = N`, an import error, `sys.exit`, `os._exit`, a crash, a
@@ -19,6 +19,7 @@ import time
 
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
+from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
 from tracks.exercises.sandbox import Limits, child_site, run_submission
 
 
@@ -49,18 +50,27 @@ def _signal_name(returncode):
         return f"signal {-returncode}"
 
 
-def reason_for(run, limits, total):
+def reason_for(run, limits, specs):
     """Why the file did not finish normally, in words, or "" when it did (from how its process ended)."""
     events = {event["event"]: event for event in run.events}
-    done = sum(1 for record in run.results.values() if "value" in record)
+    total = len(specs)
+    done = sum(1 for spec in specs if "value" in run.results.get(spec.probe, {}))
     if run.ended == "timeout":
-        return f"timeout: still running after {limits.seconds:g} s (its process group was killed)"
+        return f"timeout: still running after {limits.seconds:g} s (its processes were killed)"
     if run.ended == "memory" or "memory" in events:
         return f"memory: over the {limits.memory_gb:g} GiB limit"
+    if run.ended == "disk":
+        return (f"disk: wrote more than {limits.disk_mb:g} MiB (files and output) or {MAX_FILES} files "
+                f"(its process tree was killed, its folder removed)")
+    if run.ended == "processes":
+        return f"processes: started more than {MAX_PROCESSES} (a fork bomb; its process tree was killed)"
     if "import_error" in events:
         error = events["import_error"].get("error") or {}
         line = f" (line {error['line']})" if isinstance(error.get("line"), int) else ""
-        return f"import error: {str(error.get('type'))[:60]}: {str(error.get('message'))[:200]}{line}"
+        kind = str(error.get("type"))[:60]
+        why = (" (a submission may import the standard library, numpy, keras, residual_keras and other installed "
+               "packages; the grader's own files are out of its reach)" if kind == "PermissionError" else "")
+        return f"import error: {kind}: {str(error.get('message'))[:200]}{line}{why}"
     if "exit" in events:
         message = str((events["exit"].get("error") or {}).get("message", "sys.exit"))[:80]
         return f"exit at import: the file called {message}"
@@ -75,7 +85,7 @@ def reason_for(run, limits, total):
 
 
 def grade_file(path, *, seed, limits=Limits(), log_dir, site):
-    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement} for one file.
+    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running}.
 
     `confinement`: what the file's process gave up before the file was imported ({confined: [...],
     abi, why}; runner.py, landlock.py), or None when it did not say (it was not graded, or ended first).
@@ -86,7 +96,7 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
     log_dir.mkdir(parents=True, exist_ok=True)
     report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
               "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt"),
-              "confinement": None}
+              "confinement": None, "left_running": 0}
     number, problem = exercise_number(path)
     if number is None:
         for name in ("stdout", "stderr"):
@@ -97,16 +107,17 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
     exercise = BY_NUMBER[number]
     inputs = exercise.inputs(seed)
     with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
-        run = run_submission(path, number, inputs, limits=limits, workdir=workdir, site=site,
+        run = run_submission(path, number, exercise.probes, inputs, limits=limits, workdir=workdir, site=site,
                              stdout=report["stdout"], stderr=report["stderr"])
     confinement = next((event for event in run.events if event["event"] == "confinement"), None)
     if confinement is not None:
         report["confinement"] = {key: confinement.get(key) for key in ("confined", "abi", "why")}
-    reason = reason_for(run, limits, len(exercise.checks))
+    reason = reason_for(run, limits, exercise.checks)
     checks = judge_all(exercise, inputs, run.results, missing=f"no result: {reason or 'the process stopped'}")
     failed = [check for check in required(checks) if not check.passed]  # an optional extra is not needed
     if not reason and failed:
         reason = f"{len(failed)} of {len(required(checks))} checks failed, first: {failed[0].name}"
+    report.update(left_running=run.left_running)  # processes it left behind, killed after it
     report.update(exercise=number, title=exercise.title, passed=not failed and not reason, reason=reason,
                   checks=[dataclasses.asdict(check) for check in checks],
                   seconds=round(time.monotonic() - started, 1))
