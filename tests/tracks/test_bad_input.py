@@ -8,6 +8,7 @@ not run there), which reports after each case whether TensorFlow or Keras
 was imported. A few run again as real `python -m` commands.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -116,6 +117,35 @@ CASES = [
     (M, ["grade", "no-such-class", "--out", "new-book"], {}, "no such folder: no-such-class"),
     (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "0"], {}, "--jobs: must be a finite number above 0, got 0"),
     (M, ["grade", "no-such-class", "--out", "new-book", "--timeout", "nan"], {}, "--timeout: must be a finite number above 0, got nan"),
+    # Issue 51: every --out form, every variable the package reads, answered before TensorFlow loads.
+    (T, ["--out", "junk.keras"], {}, "--out junk.keras is a file, not a directory"),
+    (V, ["--out", "empty-run"], {}, "empty-run already exists and is not empty; use --resume empty-run"),
+    (L, ["--out", "junk.keras/sub"], {}, "junk.keras is a file, not a directory"),
+    (T, ["--out", ""], {}, "--out '' names no directory"),
+    (T, ["diagnose", "--out", ""], {}, "--out '' names no directory"),
+    (V, ["diagnose", "--out", "vision-run"], {}, "choose another --out (diagnose always writes a new directory)"),
+    (L, ["diagnose", "--out", "notes.keras"], {}, "--out notes.keras is a file, not a directory"),
+    (T, ["--out", "notes"], {}, "notes already exists and is not empty; choose another --out"),
+    (L, ["--out", "vision-run"], {}, "vision-run already exists and is not empty"),
+    (V, ["--seeds", "0,1", "--out", "junk.keras"], {}, "--out junk.keras is a file"),
+    (T, ["--out", "notes.keras/x/y"], {}, "notes.keras is a file, not a directory"),
+    (T, [*OUT], {"RESIDUAL_KERAS_FUSED_BATCHNORM": "abc"}, "RESIDUAL_KERAS_FUSED_BATCHNORM='abc': use 0"),
+    (V, [*OUT], {"RESIDUAL_KERAS_FUSED_BATCHNORM": "2"}, "RESIDUAL_KERAS_FUSED_BATCHNORM='2'"),
+    (L, ["compare", "empty-run", "empty-run"], {"RESIDUAL_KERAS_FUSED_BATCHNORM": "maybe"},
+     "RESIDUAL_KERAS_FUSED_BATCHNORM='maybe'"),
+    (V, ["--resume", "empty-run"], {"RESIDUAL_KERAS_FUSED_BATCHNORM": "yes please"}, "RESIDUAL_KERAS_FUSED_BATCHNORM="),
+    (V, ["--data", "folder:not-a-run", *OUT], {"RESIDUAL_KERAS_CACHE": "junk.keras"},
+     "RESIDUAL_KERAS_CACHE=junk.keras: "),
+    (V, ["--data", "folder:not-a-run", *OUT], {"RESIDUAL_KERAS_CACHE": ""}, "RESIDUAL_KERAS_CACHE='' names no directory"),
+    (V, ["diagnose", "--data", "folder:not-a-run", *OUT], {"RESIDUAL_KERAS_CACHE": "junk.keras/cache"},
+     "is a file, not a directory"),
+    (M, ["check", "not-a-run"], {}, "not-a-run: a folder, not a file"),
+    (M, ["check", "junk.keras", "not-a-run"], {}, "a folder, not a file"),
+    (M, ["exercises", "start", "1", "junk.keras"], {}, "junk.keras is a file, not a folder"),
+    (M, ["exercises", "start", "2", "junk.keras/deeper"], {}, "junk.keras is a file, not a folder"),
+    (M, ["grade", "no-such-class", "--out", "new-book", "--disk-mb", "0"], {}, "--disk-mb: must be a finite number above 0"),
+    (M, ["check", "junk.keras", "--disk-mb", "lots"], {}, "--disk-mb: must be a number, got 'lots'"),
+    (L, ["diagnose", "--out", "empty-run"], {}, "(diagnose always writes a new directory)"),
 ]
 
 
@@ -127,6 +157,8 @@ def _fixtures(folder):
         (folder / name / "results.json").write_text(json.dumps({"track": track, "models": models}))
         (folder / name / "config.json").write_text(json.dumps({"track": track, "preset": "smoke", "seed": 0}))
     (folder / "not-a-run").mkdir()
+    (folder / "notes").mkdir()
+    (folder / "notes" / "ideas.txt").write_text("not a run\n")
     (folder / "junk.keras").write_text("not a model\n")
     with zipfile.ZipFile(folder / "notes.keras", "w") as archive:
         archive.writestr("config.json", "{}")
@@ -165,6 +197,79 @@ def test_every_bad_input_is_refused_in_one_line_before_tensorflow_and_writes_not
             wrong.append((f"{module} {' '.join(argv)} {env or ''}", outcome))
     assert wrong == []
     assert snapshot(cwd) == before and not (cwd / "new-run").exists() and not (cwd / "runs").exists()
+
+
+def test_the_fused_batchnorm_spellings_the_boundary_accepts_are_those_the_layer_reads(monkeypatch):
+    from residual_keras import batchnorm
+    from tracks.common.config import ConfigError
+    from tracks.common.process_setup import FUSED_SWITCH, FUSED_VARIABLE, read_environment
+
+    for spelling, on in [*FUSED_SWITCH.items(), *((key.upper(), on) for key, on in FUSED_SWITCH.items())]:
+        monkeypatch.setenv(FUSED_VARIABLE, spelling)
+        read_environment()  # accepted at the boundary ...
+        assert batchnorm.fused_enabled() == on, spelling  # ... and read by the layer as the boundary reads it
+    for spelling in ("abc", "2", "yes please", "o n"):
+        monkeypatch.setenv(FUSED_VARIABLE, spelling)
+        with pytest.raises(ConfigError):
+            read_environment()
+        with pytest.raises(ValueError):
+            batchnorm.fused_enabled()
+
+
+def test_tensorflows_start_up_lines_below_the_level_are_left_out_and_the_rest_kept():
+    from tracks.common.process_setup import filter_native_log
+
+    text = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+            "I0000 00:00:1796451894.802595    1789 port.cc:153] oneDNN custom operations are on.\n"
+            "I0000 00:00:1796451933.267484    1915 cpu_feature_guard.cc:227] This TensorFlow binary is optimized\n"
+            "To enable the following instructions: AVX2 AVX512F, in other operations, rebuild TensorFlow\n"
+            "W1205 06:40:01.000001    1789 loader.cc:12] a warning\n"
+            "E0000 00:00:1796451904.297168    1789 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
+            "E1205 06:40:02.000001    1789 op.cc:7] a real error\n"
+            "a Python warning of its own\n")
+    assert filter_native_log(text, 2) == "E1205 06:40:02.000001    1789 op.cc:7] a real error\na Python warning of its own\n"
+    assert filter_native_log(text, 3) == "a Python warning of its own\n"
+    assert filter_native_log(text, 0) == text
+    assert "a warning" in filter_native_log(text, 1) and "cuInit" not in filter_native_log(text, 1)
+
+
+@pytest.mark.parametrize("level", [None, "3"])
+def test_a_refusal_after_tensorflow_loads_is_one_line_whatever_the_log_level(tmp_path, level):
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    if level:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
+    done = subprocess.run([sys.executable, "-m", "tracks.vision", "--preset", "smoke", "--data", "synthetic",
+                           "--warmup-steps", "100000", "--out", str(tmp_path / "run")],
+                          env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        "error: --warmup-steps 100000 is more than the 4 steps of warm-up a quarter of the run's 16 steps allow; "
+        "lower it"], done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_presets_warm_up_that_does_not_fit_is_lowered_with_a_line_and_diagnose_checks_no_training_option(capsys):
+    import types
+
+    from tracks.common.resume import fit_samples
+    from tracks.vision.presets import PRESETS
+    from tracks.vision.track import TRACK
+
+    data = types.SimpleNamespace(y_train=list(range(1000)), y_test=list(range(10_000)), name="synthetic")
+    config = dataclasses.replace(PRESETS["quick"], train_size=1000)
+    lowered = fit_samples(TRACK, config, data, given={})
+    assert lowered.warmup_steps == 1000 // config.batch_size * config.epochs // 4 < config.warmup_steps
+    assert f"--warmup-steps: the preset's {config.warmup_steps} is more than the {lowered.warmup_steps}" in \
+        capsys.readouterr().out + capsys.readouterr().err
+    with pytest.raises(ValueError, match="--warmup-steps 186 is more than"):
+        fit_samples(TRACK, config, data, given={"warmup_steps": 186})
+    assert fit_samples(TRACK, config, data, given={"warmup_steps": 186}, trains=False) == config  # diagnose
+    tiny = types.SimpleNamespace(y_train=list(range(40)), y_test=list(range(40)), name="folder")
+    from tracks.common.track import RunContext
+
+    TRACK.parts.check(RunContext(config, data=tiny, trains=False))  # no --batch-size refusal: diagnose uses none
+    with pytest.raises(ValueError, match="--batch-size"):
+        TRACK.parts.check(RunContext(config, data=tiny))
 
 
 def test_help_and_version_answer_without_tensorflow(tmp_path):

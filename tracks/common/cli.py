@@ -56,7 +56,7 @@ def main(track, argv=None):
 
 def _checked_then_started(track, args, environment, **start):
     """(checked, prepare): the options checked now (ConfigError); `prepare` sets up TensorFlow, then the run."""
-    checked = check_run(track, args, start.get("run_name"))
+    checked = check_run(track, args, start.get("run_name"), start.get("reuse_hint"))
 
     def prepare():
         try:
@@ -108,7 +108,7 @@ def diagnose_command(track, argv, environment):
     args.force = True  # nothing is trained: the training estimate does not apply
     try:
         _, prepare = _checked_then_started(
-            track, args, environment, run_name=f"{track.name}-diagnose",
+            track, args, environment, run_name=f"{track.name}-diagnose", trains=False,
             reuse_hint="choose another --out (diagnose always writes a new directory)")
     except ConfigError as error:
         return fail(str(error))

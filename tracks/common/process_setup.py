@@ -19,10 +19,13 @@ Grappler on a CPU, the tf.distribute strategy) is set by
 `device_setup.setup_runtime` for each run, from its config and its track.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
+import tempfile
 
 from tracks.common.config import ConfigError
 
@@ -49,6 +52,32 @@ class Environment:
     cpu_replicas: int | None = None
 
 
+FUSED_VARIABLE = "RESIDUAL_KERAS_FUSED_BATCHNORM"
+# The spellings residual_keras/batchnorm.py reads (tests/tracks/test_bad_input.py keeps the two equal).
+FUSED_SWITCH = {"0": False, "false": False, "off": False, "no": False,
+                "": True, "1": True, "true": True, "on": True, "yes": True}
+CACHE_VARIABLE = "RESIDUAL_KERAS_CACHE"
+
+
+def check_cache_directory(environ=None):
+    """`ConfigError` when $RESIDUAL_KERAS_CACHE (where decoded image folders are cached) cannot be one:
+    a file, or under no writable directory. Read only where an image folder is the data."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(CACHE_VARIABLE)
+    if value is None:
+        return
+    if not value.strip():
+        raise ConfigError(f"{CACHE_VARIABLE}='' names no directory: give one, or unset it (~/.cache/residual_keras)")
+    path = os.path.abspath(os.path.expanduser(value))
+    ancestor = path
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ConfigError(f"{CACHE_VARIABLE}={value}: {ancestor} is a file, not a directory; give a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"{CACHE_VARIABLE}={value}: {ancestor} is not writable; give a directory you can write")
+
+
 def read_environment(environ=None):
     """The checked `Environment` of `environ` (default: os.environ); `ConfigError` names a bad variable."""
     environ = os.environ if environ is None else environ
@@ -63,6 +92,10 @@ def read_environment(environ=None):
             raise ConfigError(f"{REPLICAS_VARIABLE}={replicas!r}: use a whole number of logical CPU devices "
                               f"from 1 to {MAX_CPU_REPLICAS}, or leave it unset")
         cpu_replicas = int(replicas)
+    fused = environ.get(FUSED_VARIABLE, "")
+    if fused.strip().lower() not in FUSED_SWITCH:
+        raise ConfigError(f"{FUSED_VARIABLE}={fused!r}: use 0 (Keras' own batch norm ops) or 1 (TensorFlow's fused "
+                          f"kernel, the default), or leave it unset")
     return Environment(thread_spinning=spinning == "1", cpu_replicas=cpu_replicas)
 
 
@@ -186,15 +219,85 @@ def thread_spinning():
     return not context.context().config.experimental.disable_thread_spinning
 
 
+# A line of TensorFlow's C++ logging (absl's format: severity letter, date, time, thread, file:line]).
+# Before absl is initialised the time is "00:00:<seconds since 1970>", after it "HH:MM:SS".
+_NATIVE_LOG = re.compile(r"^([IWEF])\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
+# Start-up messages that are errors to TensorFlow and not to a run: no GPU on a machine that has CUDA's
+# libraries (the tracks say which device they use themselves). Left out at any level above 0.
+_START_UP_ERRORS = ("failed call to cuInit",)
+_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
+_ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+
+def filter_native_log(text, level):
+    """The lines of `text` that TF_CPP_MIN_LOG_LEVEL=`level` lets through.
+
+    TensorFlow's libraries log with absl before anything initialises absl's
+    logging, and absl then writes every message to stderr whatever
+    TF_CPP_MIN_LOG_LEVEL says (abseil-cpp#1718, tensorflow#102212): the
+    "oneDNN custom operations are on" and "Could not find cuda drivers"
+    lines, twice (each of TensorFlow's two shared libraries logs its own),
+    and the failed cuInit on a machine without a GPU. A message below the
+    level is dropped with the lines that continue it, and so is the cuInit
+    error above level 0 (no GPU is not an error to a run); everything else
+    (Python's warnings, other errors at or above the level) is kept.
+    """
+    kept, dropping = [], False
+    for line in text.splitlines(keepends=True):
+        found = _NATIVE_LOG.match(line)
+        if found:
+            dropping = _SEVERITY[found.group(1)] < level or (level > 0 and any(
+                message in line for message in _START_UP_ERRORS))
+        elif line.strip() == _ABSL_BANNER:
+            dropping = level > 0
+        if not dropping:
+            kept.append(line)
+        elif not found and not line.strip() == _ABSL_BANNER and not line.startswith((" ", "To enable")):
+            dropping = False  # not a continuation: a line of its own
+            kept.append(line)
+    return "".join(kept)
+
+
+@contextlib.contextmanager
+def native_log_filtered():
+    """Within: what is written to file descriptor 2 (native code included) is held, then written back
+    through `filter_native_log` at TF_CPP_MIN_LOG_LEVEL (the level the user set, or 2)."""
+    try:
+        level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    except ValueError:
+        level = 2
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = filter_native_log(held.read().decode("utf-8", errors="replace"), level)
+            if text:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+
 def configure_process(environment):
     """Sets up TensorFlow and Keras for the tracks in this process (see the module's docstring).
 
     Called once by a command, after its arguments and its `environment`
     (`read_environment`) were checked; calling it again changes nothing.
+    TensorFlow's start-up lines below TF_CPP_MIN_LOG_LEVEL are left out
+    (`native_log_filtered`): it loads, and finds its devices, in here.
     """
     choose_tensorflow()
-    if not environment.thread_spinning:
-        disable_thread_spinning()
+    with native_log_filtered():
+        if not environment.thread_spinning:
+            disable_thread_spinning()
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # the device platforms start here, with their log lines
 
 
-__all__ = ["Environment", "check_strategy", "check_tensorflow_installed", "choose_tensorflow", "configure_process", "disable_thread_spinning", "read_environment", "thread_spinning", "use_tensorflow_backend"]
+__all__ = ["Environment", "check_cache_directory", "check_strategy", "check_tensorflow_installed", "choose_tensorflow", "configure_process", "disable_thread_spinning", "read_environment", "thread_spinning", "use_tensorflow_backend"]

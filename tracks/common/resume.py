@@ -18,7 +18,7 @@ from tracks.common.config import ConfigError, config_from_args, given_options, o
 from tracks.common.console import log
 from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
-from tracks.common.process_setup import check_strategy
+from tracks.common.process_setup import check_cache_directory, check_strategy
 from tracks.common.run import load
 from tracks.common.run_dir import RunDirectory
 from tracks.common.track import RunContext
@@ -57,7 +57,7 @@ def resolve_config(args, run_name, config_cls, presets):
     return config, run, recorded
 
 
-def check_run(track, args, run_name=None):
+def check_run(track, args, run_name=None, reuse_hint=None):
     """(config, run or None, recorded fingerprint or None): the options checked, before TensorFlow loads.
 
     A new run's config is checked against the machine (`Track.resources`,
@@ -74,7 +74,10 @@ def check_run(track, args, run_name=None):
         except ValueError as error:
             raise ConfigError(str(error)) from None
         check_strategy(config.strategy)
+        if str(config.data).startswith("folder:"):
+            check_cache_directory()
         if run is None:
+            RunDirectory.check_new(args.out, *([reuse_hint] if reuse_hint else []))
             refuse_beyond_machine(track.resources(config), force=getattr(args, "force", False))
     except BaseException:
         if run is not None:
@@ -83,7 +86,7 @@ def check_run(track, args, run_name=None):
     return config, run, recorded
 
 
-def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
+def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, trains=True):
     """The data loaded and checked, then the run directory: (config, run, data).
 
     Nothing is written before the data and (for `--resume`) the run's data
@@ -96,6 +99,7 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
         run_name: the name written to config.json and the default directory's
             prefix (default: the track's name; "<name>-diagnose" for diagnose).
         reuse_hint: what the error for a non-empty --out suggests.
+        trains: False for diagnose: the training options' checks do not apply.
 
     Raises:
         ConfigError, ValueError, OSError: one line for the user; no run is left locked.
@@ -106,8 +110,8 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
         data = load(track, config, recorded.get("source") if recorded else None)
-        track.parts.check(RunContext(config, data=data))
-        config = fit_samples(track, config, data, given_options(args, track.config_cls))
+        track.parts.check(RunContext(config, data=data, trains=trains))
+        config = fit_samples(track, config, data, given_options(args, track.config_cls), trains=trains)
         actual = {**track.parts.fingerprint(data), "banner": data.banner}
         if run is None:
             kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
@@ -128,7 +132,7 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None):
         raise
 
 
-def fit_samples(track, config, data, given):
+def fit_samples(track, config, data, given, trains=True):
     """`config` with each instrument sample size that the data cannot fill lowered to what they have.
 
     A size the user gave (`given`) is refused instead: they asked for that many.
@@ -137,7 +141,7 @@ def fit_samples(track, config, data, given):
         ValueError: a given sample size above what the data have.
     """
     lowered = {}
-    for field, available, where in track.parts.sample_limits(RunContext(config, data=data)):
+    for field, available, where in track.parts.sample_limits(RunContext(config, data=data, trains=trains)):
         count = getattr(config, field)
         if count <= available:
             continue

@@ -81,6 +81,28 @@ class RunDirectory:
 
     # Creating and reopening -------------------------------------------------
 
+    @staticmethod
+    def check_new(out, reuse_hint="use --resume {path} to continue it or choose another --out"):
+        """`ConfigError` for an `--out` that `create` would refuse, read from the file system only (nothing is
+        written): no name, a file, a non-empty directory, or no writable directory to make it in."""
+        if out is None:
+            return
+        if not str(out).strip():
+            raise ConfigError("--out '' names no directory; give one, or leave --out out for a new one under runs/")
+        path = pathlib.Path(out).expanduser()
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")
+        if path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp" for entry in path.iterdir()):
+            hint = reuse_hint if (path / "config.json").is_file() else "choose another --out"  # --resume: runs only
+            raise ConfigError(f"{path} already exists and is not empty; " + hint.format(path=path))
+        ancestor = path.absolute()
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ConfigError(f"--out {path}: {ancestor} is a file, not a directory; choose another --out")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ConfigError(f"--out {path}: {ancestor} is not writable; choose another --out")
+
     @classmethod
     def create(cls, track, config, out=None, runs_root="runs", data_fingerprint=None,
                reuse_hint="use --resume {path} to continue it or choose another --out"):
@@ -130,9 +152,8 @@ class RunDirectory:
         # The lock, and a config.json.tmp of a run killed while it was being created, do not count.
         if self.path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp"
                                       for entry in self.path.iterdir()):
-            raise ConfigError(
-                f"{self.path} already exists and is not empty; " + reuse_hint.format(path=self.path)
-            )
+            hint = reuse_hint if self.config_path.is_file() else "choose another --out"  # --resume: runs only
+            raise ConfigError(f"{self.path} already exists and is not empty; " + hint.format(path=self.path))
 
     @classmethod
     def resume(cls, track, path, config_cls):

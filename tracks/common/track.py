@@ -58,6 +58,8 @@ class RunContext:
         runtime: what `tracks.common.device_setup.setup_runtime` set up (the
             distribution strategy, precision, XLA); None before training.
         log: where progress lines go.
+        trains: False for a command that trains nothing (diagnose): the
+            checks of training options (a batch size, a warm-up) do not apply.
     """
 
     config: Any
@@ -65,6 +67,7 @@ class RunContext:
     data: Any = None
     runtime: Any = None
     log: Callable[[str], None] = log
+    trains: bool = True
     _shared: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property

@@ -46,10 +46,18 @@ def start(number, folder):
         return _fail(f"no exercise {number}; there are {', '.join(str(e.number) for e in EXERCISES)}")
     folder = pathlib.Path(folder)
     target = folder / exercise.filename
+    ancestor = folder.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return _fail(f"{ancestor} is a file, not a folder: give a folder to write {exercise.filename} into")
     if target.exists():
         return _fail(f"{target} exists already: choose another folder, or delete it to start again")
-    folder.mkdir(parents=True, exist_ok=True)
-    target.write_text(exercise.skeleton)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        target.write_text(exercise.skeleton)
+    except OSError as error:
+        return _fail(f"cannot write {target} ({error.strerror}): choose a folder you can write")
     print(f"exercise {exercise.number}: {exercise.title}")
     print(f"wrote {target}: read its question and hints, fill in the functions, then")
     print(f"  python -m tracks check {target}")
@@ -87,6 +95,10 @@ def check(files, as_json=False, seed=None, limits=Limits()):
     from tracks.exercises.reports import grade_files
 
     paths = [pathlib.Path(name) for name in files]
+    folders = [str(path) for path in paths if path.is_dir()]
+    if folders:
+        return _fail(f"{', '.join(folders)}: a folder, not a file; check its files (DIR/*.py), or grade a class "
+                     f"with: python -m tracks grade DIR --out BOOK")
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
         return _fail(f"no such file: {', '.join(missing)}")

@@ -28,7 +28,7 @@ def load_data(ctx):
 
 def check(ctx):
     config, data = ctx.config, ctx.data
-    if config.batch_size > len(data.y_train):
+    if ctx.trains and config.batch_size > len(data.y_train):  # diagnose uses no batch size
         raise ValueError(f"--batch-size {config.batch_size} is more than the {len(data.y_train)} "
                          f"training images of {data.name}; lower it")
 
@@ -40,6 +40,10 @@ def sample_limits(ctx):
               ("lesion_images", len(data.y_test), test)]
     if config.landscape_steps:
         limits.append(("landscape_images", len(data.y_train), training))
+    if ctx.trains and config.warmup_steps and any(depth >= config.warmup_from_depth for depth in config.depths):
+        # experiment.py holds the warm-up to a quarter of the run's steps: a longer one is refused or lowered here
+        steps = len(data.y_train) // config.batch_size * config.epochs
+        limits.append(("warmup_steps", steps // 4, f"steps of warm-up a quarter of the run's {steps} steps allow"))
     return limits
 
 
