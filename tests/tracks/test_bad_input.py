@@ -146,6 +146,8 @@ CASES = [
     (M, ["grade", "no-such-class", "--out", "new-book", "--disk-mb", "0"], {}, "--disk-mb: must be a finite number above 0"),
     (M, ["check", "junk.keras", "--disk-mb", "lots"], {}, "--disk-mb: must be a number, got 'lots'"),
     (L, ["diagnose", "--out", "empty-run"], {}, "(diagnose always writes a new directory)"),
+    (L, ["sample", "empty-run"], {}, "empty-run is a 'toy' run, not a language run"),
+    (L, ["sample", "vision-run"], {}, "vision-run is a 'vision' run, not a language run"),
 ]
 
 
@@ -279,6 +281,7 @@ def test_help_and_version_answer_without_tensorflow(tmp_path):
     for (module, argv, _, _), outcome in zip(cases, outcomes):
         assert outcome["code"] == 0 and outcome["stderr"] == "" and outcome["imported"] == [], (argv, outcome)
     assert "8..1202" in outcomes[0]["stdout"] and "--force" in outcomes[0]["stdout"]  # the bounds are stated
+    assert "--model PATH.keras" in outcomes[1]["stdout"]  # diagnose's other form is in its help
     assert outcomes[2]["stdout"].startswith("residual-keras ") and "(keras 3." in outcomes[2]["stdout"]
     assert list(tmp_path.iterdir()) == []
 

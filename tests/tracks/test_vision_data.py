@@ -65,7 +65,7 @@ def test_parse_source_rejects_bad_values_naming_them(source, words):
 def test_load_rejects_bad_sizes():
     with pytest.raises(ValueError, match="train_size must be a positive integer, got 0"):
         load_vision_data("synthetic", train_size=0, log=quiet)
-    with pytest.raises(ValueError, match="validation_size 90 \\+ train_size 20 exceeds the 100"):
+    with pytest.raises(ValueError, match="--validation-size 90 \\+ --train-size 20 is more than the 100"):
         load_vision_data(
             "synthetic", train_size=20, validation_size=90, log=quiet, synthetic_examples=SMALL
         )

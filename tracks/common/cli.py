@@ -17,7 +17,7 @@ and SIGTERM); diagnose --model too.
 
 import sys
 
-from tracks.common.run_command import interruption, run_command, signals_as_interruptions
+from tracks.common.run_command import interruption, run_command, signals_as_interruptions, take_interruption
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
 from tracks.common.options import OneLineParser, train_parser
@@ -49,6 +49,7 @@ def main(track, argv=None):
                 return prefetch_command(track, rest, environment)
             return train_command(track, argv, environment)
         except KeyboardInterrupt as error:  # a command that writes no run (a run's commands say what was kept)
+            take_interruption()
             word, code = interruption(error)
             warn(word)
             return code
@@ -100,6 +101,9 @@ def diagnose_command(track, argv, environment):
     parser = train_parser(prog, "Measure gradient flow, activation growth and the stream's Jacobian "
                           "of every grid model at initialisation (no training).", track.config_cls,
                           track.presets, track.diagnose_preset or track.default_preset)
+    parser.add_argument("--model", metavar="PATH.keras", action="append",
+                        help="measure a saved model (or several) instead of the grid: the same instruments, "
+                             "on the track's data (diagnose --model PATH --help lists its options)")
     args = parser.parse_args(argv)
     if args.resume:
         return fail("diagnose does not resume: it trains nothing; run it again with a new --out")

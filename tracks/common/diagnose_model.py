@@ -272,7 +272,7 @@ def diagnose_saved_models(track, argv, environment):
     and the files are checked before TensorFlow loads (`configure_process`).
     """
     prog = f"{track.prog} diagnose"
-    args = _parser(prog, track.config_cls, track.presets,
+    args = _parser(track.prog, track.config_cls, track.presets,
                    track.diagnose_preset or track.default_preset).parse_args(argv)
     if args.resume:
         return fail("diagnose does not resume: it trains nothing")

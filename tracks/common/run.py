@@ -63,9 +63,13 @@ def measure_at_initialisation(track, ctx, specs, *, diagnose=False):
 
     x, y = track.parts.instrument_batch(ctx)
     subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, x)
-    return instruments.at_initialisation(
+    from tracks.common.run_command import raise_if_interrupted
+
+    summary = instruments.at_initialisation(
         initial_models(track, ctx, specs), x, ctx.run.path, y=y, banner=ctx.data.plot_banner,
         subtitle=subtitle, log=ctx.log, **track.instrument_options)
+    raise_if_interrupted()  # a Ctrl-C that Python swallowed in a finaliser while the instruments ran
+    return summary
 
 
 def estimate_seconds(track, ctx):
@@ -90,12 +94,40 @@ def train_one_run(track, ctx):
     announce(run, config, runtime, specs, estimate_seconds(track, ctx), data.description)
     run.update_results(schema=SCHEMA, track=track.name, preset=config.preset, dataset=data.name, dataset_title=data.title,
                        banner=data.banner, **track.parts.run_fields(ctx), **runtime.describe())
-    if "initialisation" not in run.read_results():
+    from tracks.common.instrument_report import instrument_figures
+
+    gone = [name for _, name in instrument_figures() if not (run.path / name).exists()]
+    if "initialisation" not in run.read_results() or gone:
+        if "initialisation" in run.read_results():  # a resumed run whose figures were removed: drawn again
+            ctx.log(f"the figures at initialisation are missing ({', '.join(gone)}): measuring them again")
         run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))
     results = run_grid(run, specs, lambda spec: track.parts.train_one(spec, ctx), log=ctx.log,
                        cost=lambda spec: spec.cost, seed=config.seed, results=track.results)
     ctx.log(track.parts.report(results, ctx))
+    note_missing_figures(run, ctx.log)
 
 
-__all__ = ["diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load",
+def note_missing_figures(run, log=print):
+    """Says in summary.md (and in one line) which figures it links that are not in the run directory.
+
+    A report draws what it can from results.json; a figure it cannot draw again (its numbers were not kept)
+    and that was removed is named, instead of a broken link.
+    """
+    import re
+
+    summary = run.path / "summary.md"
+    if not summary.exists():
+        return []
+    text = summary.read_text()
+    linked = dict.fromkeys(re.findall(r"!\[[^\]]*\]\(([^)\s]+\.png)\)", text))
+    missing = [name for name in linked if not (run.path / name).exists()]
+    if missing:
+        summary.write_text(text.rstrip("\n") + "\n\n## Missing figures\n\n" + "These figures are linked above but "
+                           "are not in the run directory (removed after they were drawn, and not drawn again on "
+                           "--resume): " + ", ".join(f"`{name}`" for name in missing) + ".\n")
+        log(f"summary.md links {len(missing)} figures that are not in {run.path}: {', '.join(missing)}")
+    return missing
+
+
+__all__ = ["diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load", "note_missing_figures",
            "measure_at_initialisation", "train_one_run"]

@@ -21,21 +21,47 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is (as Ctrl-C raises KeyboardInterrupt), so that a run stops the same way."""
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated
+# The signals received and not yet handled by `run_command` (or by the command's own handler).
+_PENDING = []
+
+
+def _interrupt(signum, frame):
+    """SIGINT and SIGTERM: remembered, then raised where the main thread is.
+
+    Python may swallow that exception: raised while a garbage collector's
+    callback runs (a `WeakKeyDictionary`'s remove, TensorFlow's finalisers),
+    it is printed as "Exception ignored" and the program goes on. The signal
+    stays pending until a handler takes it (`take_interruption`), and
+    `raise_if_interrupted` raises it again at safe points.
+    """
+    _PENDING.append(signum)
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def raise_if_interrupted():
+    """Raises the pending interruption again, if one was received and swallowed (see `_interrupt`)."""
+    if _PENDING:
+        raise Terminated if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt
+
+
+def take_interruption():
+    """Marks the pending interruptions handled."""
+    _PENDING.clear()
 
 
 @contextlib.contextmanager
 def signals_as_interruptions():
-    """SIGTERM raises `Terminated` in the block (in the main thread); the previous handler comes back after."""
+    """SIGINT raises KeyboardInterrupt and SIGTERM `Terminated` in the block (in the main thread), each also
+    kept pending until handled; the previous handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = {number: signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def interruption(error):
@@ -60,7 +86,9 @@ def run_command(prog, prepare, work, *, resumable=True):
     """
     try:
         config, run, payload = prepare()
+        raise_if_interrupted()
     except KeyboardInterrupt as error:
+        take_interruption()
         word, code = interruption(error)
         warn(f"{word} before anything was written")
         return code
@@ -73,8 +101,10 @@ def run_command(prog, prepare, work, *, resumable=True):
     with run:
         try:
             code = work(config, run, payload)
+            raise_if_interrupted()  # a Ctrl-C that Python swallowed on the way does not end in exit 0
             return 0 if code is None else code
         except KeyboardInterrupt as error:
+            take_interruption()
             word, code = interruption(error)
             if resumable:
                 warn(f"{word}; finished epochs and models are kept: continue with "
@@ -104,4 +134,5 @@ def run_command(prog, prepare, work, *, resumable=True):
             raise
 
 
-__all__ = ["Terminated", "interruption", "run_command", "signals_as_interruptions"]
+__all__ = ["Terminated", "interruption", "raise_if_interrupted", "run_command", "signals_as_interruptions",
+           "take_interruption"]

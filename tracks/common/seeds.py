@@ -67,6 +67,9 @@ def train(track, config, run, data):
         return train_one_run(track, RunContext(config, run, data))
     seed_runs = train_each_seed(track, run, config, data)
     log(track.parts.seeds_report(seed_runs, RunContext(config, run, data)))
+    from tracks.common.run import note_missing_figures
+
+    note_missing_figures(run, log)
     return None
 
 

@@ -94,6 +94,11 @@ def no_sample_limits(ctx):
     return []
 
 
+def no_fit_defaults(ctx, given):
+    """The default `fit_defaults`: every preset value fits every data set."""
+    return {}
+
+
 def no_estimate(config, data=None, accelerator=False):
     """The default `resources`: no estimate (the run is never refused, no time is printed)."""
     return None
@@ -134,6 +139,8 @@ class TrackParts:
     short form on figures) and `description` (the line printed before training)):
         fingerprint(data): a dict that identifies the data (`--resume` refuses others).
         check(ctx): raises ValueError for options that do not fit the data.
+        fit_defaults(ctx, given): {field: value} for preset values (not in `given`, the options typed)
+            that do not fit the data, each said in one line (the language track's prompt).
         sample_limits(ctx): [(field, available, "test images of <data>")]:
             the instruments' sample sizes and their ceilings (resume.fit_samples).
         data_title(name): a recorded source name as a reader names it.
@@ -168,6 +175,7 @@ class TrackParts:
     findings: Callable
     check: Callable = no_check
     sample_limits: Callable = no_sample_limits
+    fit_defaults: Callable = no_fit_defaults
     data_title: Callable = source_title
     run_fields: Callable = no_run_fields
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from residual_keras.diagnostics import TrainingDynamics
 
+from tracks.common.run_command import raise_if_interrupted
 from tracks.common.results import RunResults
 from tracks.common.run_dir import RunFileError
 from tracks.common.tensorboard import epoch_summaries
@@ -355,6 +356,7 @@ def run_grid(run, specs, train_one, log=print, cost=None, seed=None, results=Run
         log(f"resuming: {len(specs) - len(todo)} of {len(specs)} models already finished")
     start = time.perf_counter()
     for done, spec in enumerate(todo):
+        raise_if_interrupted()  # a Ctrl-C swallowed while the last model ended stops the run here
         index = specs.index(spec) + 1
         eta = ""
         if done:

@@ -19,6 +19,18 @@ def load_data(ctx):
     return load_text_data(config.data, data_dir=config.data_dir, log=ctx.log, sequence_length=config.sequence_length)
 
 
+def fit_defaults(ctx, given):
+    """The preset's prompt, when the text lacks one of its characters ('\\n' in a text without newlines):
+    the text's first character instead, said in one line. A prompt you typed is checked, not changed."""
+    config, data = ctx.config, ctx.data
+    if "prompt" in given or not data.vocab.unknown_characters(config.prompt):
+        return {}
+    first = data.vocab.decode([int(data.train_tokens[0])])
+    ctx.log(f"--prompt: the preset's {config.prompt!r} has characters {data.name} does not have; using "
+            f"{first!r}, its first character (give --prompt to choose)")
+    return {"prompt": first}
+
+
 def check(ctx):
     config, data = ctx.config, ctx.data
     check_prompt(data.vocab, config.prompt)

@@ -82,6 +82,13 @@ def not_sampleable(run_dir, prog):
     if not results_path.exists():
         return f"{run_dir} has no best_model.keras and vocab.json: not a finished language run"
     try:
+        track = read_json(results_path, "").get("track")
+    except (RunFileError, AttributeError):
+        track = None
+    if isinstance(track, str) and track.split("-")[0] != "language":
+        return (f"{run_dir} is a {track!r} run, not a language run: there is no language model to sample; "
+                f"sample from a run of {prog}")
+    try:
         models = LanguageResults.from_json(read_json(results_path, "")).models
     except (RunFileError, ResultsFormatError):
         return f"{run_dir} has no best_model.keras, and its results.json is damaged"

@@ -288,8 +288,8 @@ def split_train_validation(x, y, seed, train_size, validation_size):
     needed = validation_size + (train_size or 1)
     if needed > len(x):
         raise ValueError(
-            f"validation_size {validation_size} + train_size {train_size} exceeds "
-            f"the {len(x)} training images."
+            f"--validation-size {validation_size} + --train-size {train_size or 1} is more than the {len(x)} "
+            f"training images; lower them"
         )
     x_val = y_val = None
     if validation_size:
