@@ -337,3 +337,21 @@ def test_folder_errors_name_the_problem(tmp_path, damage, words):
     assert "\n" not in message and str(root) in message
     for word in words:
         assert word in message
+
+
+def test_a_folder_refused_on_its_counts_is_not_decoded_or_cached(tmp_path, monkeypatch):
+    root = write_tree(tmp_path / "images")  # 12 training images
+    monkeypatch.setenv("RESIDUAL_KERAS_CACHE", str(tmp_path / "cache"))
+    lines = []
+    with pytest.raises(ValueError, match="--validation-size 10 \\+ --train-size 5 is more than the 12"):
+        load_vision_data(f"folder:{root}", train_size=5, validation_size=10, log=lines.append)
+    refused = []
+
+    def accept(train_count, test_count):
+        refused.append((train_count, test_count))
+        raise ValueError("--batch-size 128 is more than the 12 training images")
+
+    with pytest.raises(ValueError, match="--batch-size 128"):
+        load_vision_data(f"folder:{root}", log=lines.append, accept=accept)
+    assert refused == [(12, 12)] and not any("decoding" in line for line in lines)
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())

@@ -109,7 +109,7 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, tra
     try:
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
-        data = load(track, config, recorded.get("source") if recorded else None)
+        data = load(track, config, recorded.get("source") if recorded else None, trains=trains)
         given = given_options(args, track.config_cls)
         config = dataclasses.replace(config, **track.parts.fit_defaults(RunContext(config, data=data), given))
         track.parts.check(RunContext(config, data=data, trains=trains))

@@ -10,13 +10,13 @@ from tracks.common.results import SCHEMA
 from tracks.common.track import GridModel, RunContext
 
 
-def load(track, config, source=None, log=None):
+def load(track, config, source=None, log=None, trains=True):
     """The track's data for `config`; `source` (the one a resumed run recorded) replaces `config.data`."""
     import dataclasses
 
     if source is not None:
         config = dataclasses.replace(config, data=source)
-    context = RunContext(config) if log is None else RunContext(config, log=log)
+    context = RunContext(config, trains=trains) if log is None else RunContext(config, log=log, trains=trains)
     return track.parts.load_data(context)
 
 

@@ -4,6 +4,8 @@ Imported before TensorFlow (the refusal of a run too large for the machine
 comes first); the data modules load when `load_data` is called.
 """
 
+import types
+
 from tracks.common.limits import Estimate
 
 # The rate of ResNet-20 (width 16), images/s, behind the estimate printed before training;
@@ -20,9 +22,14 @@ def load_data(ctx):
 
     config = ctx.config
     needed = (config.train_size or 0) + config.validation_size
+    def accept(train_count, test_count):  # an image folder, counted: refused before it is decoded and cached
+        check(ctx.replace(data=types.SimpleNamespace(
+            y_train=range(config.train_size or train_count - config.validation_size), name=config.data)))
+
     return load_vision_data(
         config.data, data_dir=config.data_dir, seed=config.seed, train_size=config.train_size,
         validation_size=config.validation_size, log=ctx.log, synthetic_examples=(max(10_000, needed), 2_000),
+        accept=accept,
     )
 
 

@@ -71,7 +71,7 @@ def _list_split(root, split):
     return listing
 
 
-def _load_folder(root, image_size, cache_dir, log):
+def _load_folder(root, image_size, cache_dir, log, accept=None):
     """(x_train, y_train, x_test, y_test, class_names) from root/{train,test}/<class>/.
 
     Kept instead of `keras.utils.image_dataset_from_directory`, which gives a
@@ -84,6 +84,8 @@ def _load_folder(root, image_size, cache_dir, log):
     arrays are cached across runs (keyed by paths, sizes and mtimes), the
     class folders of train/ and test/ are checked to agree, and a file that
     cannot be decoded is named in a one-line error (PIL fallback).
+    `accept(train images, test images)` may refuse the folder (a ValueError) once its files are counted:
+    before anything is decoded or written to the cache.
     """
     train = _list_split(root, "train")
     test = _list_split(root, "test")
@@ -107,6 +109,8 @@ def _load_folder(root, image_size, cache_dir, log):
             for path, size, mtime in files:
                 key.update(f"{split}\t{os.path.relpath(path, root)}\t{size}\t{mtime}\n".encode())
     count = sum(len(f) for f in train.values()) + sum(len(f) for f in test.values())
+    if accept is not None:  # the options checked against the counts before any image is decoded or cached
+        accept(sum(len(f) for f in train.values()), sum(len(f) for f in test.values()))
     cache_file = os.path.join(cache_directory(cache_dir), f"folder-{key.hexdigest()[:24]}.npz")
 
     if os.path.exists(cache_file):

@@ -143,6 +143,7 @@ def load_vision_data(
     cache_dir=None,
     status_timeout=5.0,
     synthetic_examples=(SYNTHETIC_TRAIN_EXAMPLES, SYNTHETIC_TEST_EXAMPLES),
+    accept=None,
 ):
     """Load a data set into memory and split it.
 
@@ -167,6 +168,8 @@ def load_vision_data(
             download host answers. Default 5.
         synthetic_examples: (train, test) numbers of synthetic images made
             (before the hold-out and subset). Default (10000, 2000).
+        accept: callable(train images, test images) raising ValueError, called for a folder source once
+            its files are counted, before any image is decoded or cached.
 
     Returns:
         A `VisionData`.
@@ -219,7 +222,12 @@ def load_vision_data(
         log(f"synthetic: {train_examples} train / {test_examples} test images (seed {seed})")
     elif source.startswith("folder:"):
         name = source
-        arrays = _load_folder(source[len("folder:") :], image_size, cache_dir, log)
+        def counted(train_count, test_count):  # the split, then the caller's checks, before the cache is written
+            check_split(train_count, train_size, validation_size)
+            if accept is not None:
+                accept(train_count, test_count)
+
+        arrays = _load_folder(source[len("folder:") :], image_size, cache_dir, log, counted)
 
     x_train, y_train, x_test, y_test, class_names = arrays
     x_train, y_train, x_val, y_val = split_train_validation(x_train, y_train, seed, train_size, validation_size)
@@ -282,15 +290,19 @@ def stratified_choice(labels, count, rng):
     return np.sort(chosen)
 
 
+def check_split(count, train_size, validation_size):
+    """ValueError when `validation_size` held out and `train_size` kept do not fit in `count` training images."""
+    if validation_size + (train_size or 1) > count:
+        raise ValueError(
+            f"--validation-size {validation_size} + --train-size {train_size or 1} is more than the {count} "
+            f"training images; lower them"
+        )
+
+
 def split_train_validation(x, y, seed, train_size, validation_size):
     """Hold out `validation_size`, then keep `train_size` of the rest."""
     y = np.asarray(y, np.int32)
-    needed = validation_size + (train_size or 1)
-    if needed > len(x):
-        raise ValueError(
-            f"--validation-size {validation_size} + --train-size {train_size or 1} is more than the {len(x)} "
-            f"training images; lower them"
-        )
+    check_split(len(x), train_size, validation_size)
     x_val = y_val = None
     if validation_size:
         held_out = stratified_choice(y, validation_size, np.random.default_rng([seed, 1]))
