@@ -43,10 +43,14 @@ def tensorboard_available():
 def read_scalars(split_dir):
     """[(tag, step, value)] of every scalar in the events files of one split's folder, in file order."""
     import tensorflow as tf
+    from tensorflow.core.util import event_pb2
 
     scalars = []
     for path in sorted(pathlib.Path(split_dir).glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
+        # TFRecordDataset, not tf.compat.v1.train.summary_iterator: that one prints a deprecation warning
+        # (tf_record_iterator) on every --resume
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(record.numpy())
             for value in event.summary.value:
                 if value.HasField("tensor"):
                     number = tf.make_ndarray(value.tensor)
