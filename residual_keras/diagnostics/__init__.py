@@ -62,7 +62,8 @@ Any model shape works: functional models with one or several outputs
 `model.output_names`, or an output's name; `y` a dict keyed by output name),
 skips around the blocks (EDSR's global skip), nested models and stages,
 Sequential and subclassed models (called once first if they never were),
-masked inputs (each block's masks are used as the block used them).
+masked inputs (each block's masks are used as the block used them, and the
+norms of the stream are over the real positions of those masks).
 The instruments run the whole model and intercept its blocks' calls, to
 record the stream points or to replace a block (lesions, paths, the
 Jacobian's x_0), instead of cutting the model into pieces (`_forward`).
@@ -82,7 +83,13 @@ unit for a multi-label output: several sigmoids, or logits against
 multi-hot targets); where none fits (an image output with neither `y` nor
 `loss`) the instruments refuse. The lesions' default metric is accuracy
 only for a classifier's output (element-wise for a multi-label one); a
-regression or an image output is scored by its loss.
+regression or an image output is scored by its loss. Padding follows Keras'
+own masking: where the output carries a Keras mask (a per-token output
+after `Embedding(mask_zero=True)` or `Masking`), the loss is the mean over
+its real positions, as `keras.losses.SparseCategoricalCrossentropy()(y,
+model(x))`, `fit` and `evaluate` compute it, and the accuracy counts those
+positions only; an explicit `padding_mask=` is no Keras mask, and there
+every position of the output counts, as in Keras' loss.
 
 No instrument changes its model: every variable (weights, BatchNorm
 statistics, seed generators) is as before the call (`_state`; a

@@ -199,3 +199,13 @@ def padding_mask_at(trace, position):
         if mask is not None:
             return mask
     return None
+
+
+def point_masks(trace):
+    """The (B, T) padding mask of each stream point x_0 .. x_L of `trace` (None where there is none).
+
+    x_l is block l+1's input, read with the mask that block was called with;
+    x_L with the last block's.
+    """
+    masks = [padding_mask_at(trace, position) for position in range(len(trace.inputs))]
+    return masks + masks[-1:]

@@ -21,14 +21,57 @@ one-unit output that may be a logit or a probability, multi-hot targets for
 an output of a model without a graph whose values are all in [0, 1]) the instruments
 refuse with a ValueError that says what to pass instead of computing a
 number that means nothing.
+
+Masks, as Keras' own losses read them: where the output carries a Keras
+mask (a per-token output after `Embedding(mask_zero=True)` or `Masking`,
+`output_mask`), the loss is the mean over the real positions only,
+`sum(loss * mask) / sum(mask)`, the number
+`keras.losses.SparseCategoricalCrossentropy()(y, model(x))`, `fit` and
+`evaluate` give. The instruments take the mask from an eager run of the
+batch and pass it on, so it holds where the output itself has lost it (a
+traced forward pass, an output cast to float32, numpy). A `padding_mask=`
+passed to a block is no Keras mask: Keras' loss counts every position of
+that output, and so does this one.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
+# Keras 3 has no public getter for the mask it attaches to a layer's output (it keeps it in
+# `_keras_mask`, or in a table for a JAX array); this one private function is what its losses read.
+# Should a later Keras move it, the attribute alone still gives the mask on TensorFlow and PyTorch
+# (tests/library/test_masked_instruments.py would show a JAX model losing it).
+try:
+    from keras.src.backend.common.masking import get_keras_mask
+except ImportError:  # pragma: no cover (Keras 3.15 has it)
+    def get_keras_mask(x):
+        return getattr(x, "_keras_mask", None)
+
+from residual_keras.diagnostics._tensors import masked_mean
+
 KINDS = ("logits", "probabilities", "binary_logits", "binary_probabilities", "multilabel_probabilities",
          "logits_or_probabilities")
+
+
+def output_mask(output):
+    """The Keras mask `output` carries ((B, T) for a per-token output), or None: the positions Keras' losses keep."""
+    return get_keras_mask(output)
+
+
+def keras_mask_weights(mask, reduction):
+    """The sample weights a `keras.losses.Loss` makes of an output's mask (`Loss.__call__`).
+
+    Under a mean reduction ("sum_over_batch_size", "mean") each real
+    position weighs total / real positions and padding 0, so that the mean
+    over all positions is the mean over the real ones; otherwise the mask
+    itself (a "sum" adds the real positions).
+    """
+    weights = ops.cast(mask, "float32")
+    if reduction in ("sum_over_batch_size", "mean"):
+        total = float(np.prod(tuple(mask.shape)))
+        weights = weights * ops.divide_no_nan(total, ops.sum(weights))
+    return weights
 
 
 def _compiled_loss(model):
@@ -346,14 +389,26 @@ class Objective:
         """The part of `y` this output's loss reads (`y[name]` from a dict of targets)."""
         return targets_of(y, self.model, self.names, self.index, self.count)
 
-    def __call__(self, y_true, y_pred):
-        """The mean loss over the batch (float32 scalar; computed in float32, as Keras' losses, under mixed precision)."""
+    def __call__(self, y_true, y_pred, mask=None):
+        """The mean loss over the batch (float32 scalar; computed in float32, as Keras' losses, under mixed precision).
+
+        `mask`: the output's Keras mask (`output_mask` of the same output
+        in an eager run), or None. Where it is given the mean is over the
+        real positions only, as Keras' losses compute it.
+        """
         y_true = ops.convert_to_tensor(y_true)
         if keras.backend.standardize_dtype(y_pred.dtype) in ("bfloat16", "float16"):
             y_pred = ops.cast(y_pred, "float32")
         if len(y_true.shape) == len(y_pred.shape) - 1 and y_pred.shape[-1] == 1:
             y_true = ops.expand_dims(y_true, -1)  # labels (B,) for outputs (B, 1), as Keras' fit
-        return ops.mean(ops.cast(self.function(y_true, y_pred), "float32"))
+        if isinstance(self.function, keras.losses.Loss):
+            # A Keras loss reduces by itself, leaving out the positions of the mask y_pred carries;
+            # where y_pred has lost it (cast, traced), the same mask goes in as its sample weights.
+            weights = None
+            if mask is not None and output_mask(y_pred) is None:
+                weights = keras_mask_weights(mask, self.function.reduction)
+            return ops.mean(ops.cast(self.function(y_true, y_pred, sample_weight=weights), "float32"))
+        return masked_mean(self.function(y_true, y_pred), mask)
 
     def random_targets(self, seed):
         """Random labels in the form the loss reads (`seed`: an int or a numpy Generator)."""

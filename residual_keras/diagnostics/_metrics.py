@@ -7,6 +7,14 @@ one-hot rows; for one unit, logit > 0 or probability > 0.5; for a
 multi-label output (several sigmoid units, logits against multi-hot
 targets, or any output compiled with a binary cross-entropy) the same
 threshold on every unit, element-wise, as `keras.metrics.binary_accuracy`.
+
+Every metric is called as `metric(y_true, y_pred, mask)` on numpy arrays,
+`mask` the output's Keras mask (`_losses.output_mask`) or None; where it is
+given only the real positions count, as in Keras' metrics (`evaluate` with
+`metrics=["accuracy"]`): accuracy over the real positions, the loss and the
+cross-entropy as `_losses.Objective` computes them, a Keras metric with the
+mask as its sample weights, and a callable's values, where it returns one
+per position, averaged over the real ones.
 """
 
 import keras
@@ -15,40 +23,62 @@ from keras import ops
 
 from residual_keras.diagnostics._losses import (
     Objective, _compiled_for, _loss_name, _multilabel_refused, is_multi_hot, kind_loss, output_kind)
+from residual_keras.diagnostics._tensors import masked_mean
 
 METRICS = ("accuracy", "crossentropy", "loss")
 
 
-def _unit_accuracy(y_true, y_pred, threshold):
+def mean_over_real(values, mask):
+    """The mean of numpy `values` over the real positions (`mask` True), its trailing axes included.
+
+    0 where no position is real (as Keras' masked mean); the plain mean
+    where `mask` is None or `values` are not per position (one per example).
+    """
+    values = np.asarray(values, dtype="float64")
+    if mask is None:
+        return float(np.mean(values))
+    keep = np.asarray(mask, dtype=bool)
+    if values.shape[: keep.ndim] != keep.shape:
+        return float(np.mean(values))
+    keep = np.broadcast_to(keep.reshape(keep.shape + (1,) * (values.ndim - keep.ndim)), values.shape)
+    count = int(np.sum(keep))
+    return float(np.sum(values[keep]) / count) if count else 0.0
+
+
+def _unit_accuracy(y_true, y_pred, threshold, mask=None):
     """Element-wise accuracy of thresholded units against 0/1 targets (binary and multi-label)."""
-    predicted = (y_pred.reshape(len(y_pred), -1) > threshold).astype("int64")
-    return float(np.mean(predicted == y_true.reshape(len(y_true), -1).astype("int64")))
+    predicted = (y_pred > threshold).astype("int64")
+    return mean_over_real(predicted == y_true.reshape(predicted.shape).astype("int64"), mask)
 
 
 def _accuracy(kind, compiled_threshold=None):
-    """accuracy(y_true, y_pred) on numpy arrays for an output of this kind.
+    """accuracy(y_true, y_pred, mask=None) on numpy arrays for an output of this kind (real positions only).
 
     `compiled_threshold`: the unit threshold (0 for logits, 0.5 for
     probabilities) of an output of several units compiled with a binary
     cross-entropy, which is scored element-wise whatever its targets.
     """
 
-    def accuracy(y_true, y_pred):
+    def accuracy(y_true, y_pred, mask=None):
         y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
         if compiled_threshold is not None:
-            return _unit_accuracy(y_true, y_pred, compiled_threshold)
+            return _unit_accuracy(y_true, y_pred, compiled_threshold, mask)
         if kind in ("binary_logits", "binary_probabilities"):
-            return _unit_accuracy(y_true, y_pred, 0.0 if kind == "binary_logits" else 0.5)
+            return _unit_accuracy(y_true, y_pred, 0.0 if kind == "binary_logits" else 0.5, mask)
         multi_hot = is_multi_hot(y_true, y_pred)
         if kind == "multilabel_probabilities" or (multi_hot and kind != "probabilities"):
             if kind == "logits_or_probabilities" or y_true.shape != y_pred.shape:
                 raise _multilabel_refused(kind, y_true, y_pred)
-            return _unit_accuracy(y_true, y_pred, 0.5 if kind == "multilabel_probabilities" else 0.0)
+            return _unit_accuracy(y_true, y_pred, 0.5 if kind == "multilabel_probabilities" else 0.0, mask)
         if y_true.shape == y_pred.shape:  # one-hot targets
             y_true = np.argmax(y_true, axis=-1)
-        return float(np.mean(np.argmax(y_pred, axis=-1) == y_true))
+        return mean_over_real(np.argmax(y_pred, axis=-1) == y_true, mask)
 
     return accuracy
+
+
+def _tensor(mask):
+    return None if mask is None else ops.convert_to_tensor(mask)
 
 
 def _compiled_binary_threshold(model, output, index, count, names):
@@ -63,14 +93,19 @@ def _compiled_binary_threshold(model, output, index, count, names):
 
 
 def _keras_metric(metric):
-    """A numpy metric(y_true, y_pred) -> float from a Keras metric (a fresh copy each time)."""
+    """A numpy metric(y_true, y_pred, mask=None) -> float from a Keras metric (a fresh copy each time).
 
-    def value(y_true, y_pred):
+    The mask goes in as the sample weights, as Keras' metrics weigh a
+    masked output (`MeanMetricWrapper`).
+    """
+
+    def value(y_true, y_pred, mask=None):
         if isinstance(metric, keras.metrics.Metric):
             fresh = type(metric).from_config(metric.get_config())  # the model's own keeps its state
-            fresh.update_state(y_true, y_pred)
+            weights = None if mask is None else np.asarray(mask, dtype="float32")
+            fresh.update_state(y_true, y_pred, sample_weight=weights)
             return float(ops.convert_to_numpy(fresh.result()))
-        return float(np.mean(ops.convert_to_numpy(metric(y_true, y_pred))))
+        return mean_over_real(ops.convert_to_numpy(metric(y_true, y_pred)), mask)
 
     return value
 
@@ -109,14 +144,16 @@ def _scored_by_accuracy(model, output, index, count, names):
 
 
 def resolve_metric(metric, model, output, index=None, count=1, names=None):
-    """(name, metric(y_true, y_pred) -> float on numpy arrays) for `lesion` and its kin.
+    """(name, metric(y_true, y_pred, mask=None) -> float on numpy arrays) for `lesion` and its kin.
 
     None: the first metric `model.compile` gave this output, else accuracy
     for a classifier output (one compiled, if at all, with a cross-entropy,
     of rank at most 3), else the model's loss (regressions, images); "accuracy" and
     "crossentropy" as fit the output (logits or probabilities, binary or
     not); "loss": the model's loss (as `gradient_norms` uses it); another
-    string: `keras.metrics.get`; a Keras metric; or a callable.
+    string: `keras.metrics.get`; a Keras metric; or a callable. `mask`:
+    the output's Keras mask or None; where given, only its real positions
+    count (see the module docstring).
     """
     if metric is None:
         metric = _compiled_metric(model, index, count, names)
@@ -143,14 +180,13 @@ def resolve_metric(metric, model, output, index=None, count=1, names=None):
             )
         if metric == "crossentropy":
             function = kind_loss(kind)
-            return "crossentropy", lambda y_true, y_pred: float(
-                np.mean(ops.convert_to_numpy(function(ops.convert_to_tensor(y_true),
-                                                      ops.convert_to_tensor(y_pred)))))
+            return "crossentropy", lambda y_true, y_pred, mask=None: float(ops.convert_to_numpy(masked_mean(
+                function(ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)), _tensor(mask))))
         return "accuracy", _accuracy(kind, _compiled_binary_threshold(model, output, index, count, names))
     if metric == "loss":
         loss = Objective(model, output, index, count, names=names)
-        return "loss", lambda y_true, y_pred: float(
-            ops.convert_to_numpy(loss(y_true, ops.convert_to_tensor(y_pred))))
+        return "loss", lambda y_true, y_pred, mask=None: float(
+            ops.convert_to_numpy(loss(y_true, ops.convert_to_tensor(y_pred), _tensor(mask))))
     if isinstance(metric, str):
         try:
             found = keras.metrics.get(metric)
@@ -162,7 +198,8 @@ def resolve_metric(metric, model, output, index=None, count=1, names=None):
             ) from None
         return metric, _keras_metric(found)
     if callable(metric):
-        return getattr(metric, "__name__", "metric"), metric
+        return getattr(metric, "__name__", "metric"), lambda y_true, y_pred, mask=None: mean_over_real(
+            metric(y_true, y_pred), mask)
     raise ValueError(
         f"Unknown metric={metric!r}. Accepted: None (the model's), {', '.join(map(repr, METRICS))}, "
         "a Keras metric name or object, or a callable metric(y_true, y_pred) -> float."

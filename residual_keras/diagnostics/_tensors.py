@@ -1,4 +1,4 @@
-"""Small numeric helpers the instruments share: norms per example, numpy."""
+"""Small numeric helpers the instruments share: norms per example, means over the real positions, numpy."""
 
 import keras
 import numpy as np
@@ -53,3 +53,17 @@ def _per_example_masked_rms(x, mask):
     entries_per_position = float(np.prod(x.shape[2:])) if len(x.shape) > 2 else 1.0
     count = ops.maximum(ops.sum(ops.cast(mask, "float32"), axis=1) * entries_per_position, 1.0)
     return ops.sqrt(total / count)
+
+
+def masked_mean(values, mask):
+    """The mean of `values` over the positions where `mask` is True, as Keras' losses reduce a masked output.
+
+    `sum(values * mask) / sum(mask)` (0 where no position is real, as
+    Keras' `divide_no_nan`); the plain mean where `mask` is None or does not
+    have the shape of `values` (a scalar, or one value per example).
+    """
+    values = ops.cast(values, "float32")
+    if mask is None or tuple(values.shape) != tuple(mask.shape):
+        return ops.mean(values)
+    weights = ops.cast(mask, "float32")
+    return ops.divide_no_nan(ops.sum(values * weights), ops.sum(weights))

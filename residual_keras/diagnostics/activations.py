@@ -5,9 +5,10 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _inputs
+from residual_keras.diagnostics._blocks import point_masks
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
-from residual_keras.diagnostics._tensors import _per_example_rms, _to_numpy
+from residual_keras.diagnostics._tensors import _per_example_masked_rms, _to_numpy
 
 
 @leaves_model_unchanged
@@ -18,7 +19,11 @@ def activation_norms(
 
     `rms[l]` is `sqrt(mean(x_l^2))` over all of one example's entries
     (positions and channels), for x_0 = first block's input and x_l = block
-    l's output. RMS rather than the total norm, so that downsampling stages
+    l's output. Padded positions are left out: where a block is called with
+    a padding mask (the Keras mask of `Embedding(mask_zero=True)` or
+    `Masking`, or `padding_mask=`), the mean of the stream it reads (and,
+    for the last block, of its output) is over that mask's real positions,
+    all channels. RMS rather than the total norm, so that downsampling stages
     (fewer positions) do not look like shrinking; option-A shortcuts append
     zero channels, which does lower the RMS of a stage's first output.
 
@@ -48,7 +53,7 @@ def activation_norms(
     x = _inputs.one_batch(x)[0]
     forward = Forward(model, blocks)
     trace = forward.run(x, training=training)
-    rows = [_to_numpy(_per_example_rms(point)) for point in trace.points]
+    rows = [_to_numpy(_per_example_masked_rms(point, mask)) for point, mask in zip(trace.points, point_masks(trace))]
     return {
         "model": forward.model_name,
         "names": list(forward.names),

@@ -82,7 +82,11 @@ def gradient_norms(
         loss: None (the loss of `model.compile`, else the cross-entropy that
             fits the output: of logits or of probabilities, binary for one
             unit), a Keras loss (name or object) or a callable
-            `loss(y_true, y_pred)`; per-example values are averaged.
+            `loss(y_true, y_pred)`; per-example values are averaged. Where
+            the output carries a Keras mask (a per-token output after
+            `Embedding(mask_zero=True)` or `Masking`), over its real
+            positions only, as Keras' losses average:
+            `keras.losses.SparseCategoricalCrossentropy()(y, model(x))`.
         training: bool. Mode of BatchNorm/Dropout in the pass. Default True.
         blocks: optional list of layer names (or layers) to use as blocks.
         seed: int. Seed of the random labels. Default 0.
@@ -112,6 +116,7 @@ def gradient_norms(
     first = forward.run(x)  # inference mode: the blocks' order and the stream's shapes
     objective = _losses.objective(model, first.model_outputs, loss, output_index)
     targets = objective.random_targets(seed) if y is None else objective.targets(y)
+    mask = _losses.output_mask(objective.output)  # the padding Keras' loss leaves out, or None
     weights = list(model.trainable_weights)
 
     def loss_value(*perturbations):
@@ -119,7 +124,7 @@ def gradient_norms(
         trace = forward.run(x, training=training,
                             edit=lambda point, tensor: tensor + perturbations[point])
         output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
-        return objective(targets, output)
+        return objective(targets, output, mask)
 
     zeros = [ops.zeros_like(point) for point in first.points]
     value, stream_grads, weight_grads = _autodiff.value_and_gradients(loss_value, zeros, weights)

@@ -95,6 +95,9 @@ class _Evaluator:
     reads a distribution strategy's mirrored weights; `predict_on_batch`
     would split a batch over the replicas and return each replica's
     outputs); elsewhere the model's own compiled `predict_on_batch`.
+    Neither keeps the Keras mask of a padded output, so each batch's mask
+    is taken once from an eager call, and the loss at every grid point is
+    over its real positions, as Keras' losses average.
     """
 
     def __init__(self, model, x, y, batch_size, loss, output_index):
@@ -106,18 +109,26 @@ class _Evaluator:
         self.names = _losses.ordered_outputs(model, outputs)[0]
         output, self.index, self.count = _losses.choose_output(model, outputs, output_index)
         self.objective = _losses.Objective(model, output, self.index, self.count, loss, names=self.names)
+        self.masks = [None] * len(self.data)
+        if _losses.output_mask(output) is not None:  # padding, which depends on the inputs only
+            self.masks = [self._eager_mask(batch_x) for batch_x, _ in self.data]
         self.sizes = np.array([_inputs.batch_length(batch_x) for batch_x, _ in self.data], dtype="float64")
         if keras.backend.backend() == "tensorflow":
             self.forward = _autodiff.trace(lambda batch_x: model(batch_x, training=False))
         else:
             self.forward = model.predict_on_batch
 
+    def _eager_mask(self, batch_x):
+        output, _, _ = _losses.choose_output(self.model, self.model(batch_x, training=False), self.index)
+        return _losses.output_mask(output)
+
     def __call__(self):
         total = 0.0
-        for (batch_x, batch_y), size in zip(self.data, self.sizes):
+        for (batch_x, batch_y), size, mask in zip(self.data, self.sizes, self.masks):
             outputs = self.forward(batch_x)
             output, _, _ = _losses.choose_output(self.model, outputs, self.index)
-            value = float(_to_numpy(self.objective(self.objective.targets(batch_y), keras.ops.convert_to_tensor(output))))
+            value = float(_to_numpy(self.objective(self.objective.targets(batch_y),
+                                                   keras.ops.convert_to_tensor(output), mask)))
             total += size * value
         return total / float(self.sizes.sum())
 

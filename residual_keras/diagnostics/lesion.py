@@ -116,10 +116,13 @@ class _Study:
     def names(self):
         return list(self.forward.names)
 
-    def _metric(self, y, trace):
-        output, _, _ = _losses.choose_output(self.model, trace.model_outputs, self.index)
+    def _output(self, trace):
+        return _losses.choose_output(self.model, trace.model_outputs, self.index)[0]
+
+    def _metric(self, y, trace, mask):
+        """The metric of the output `trace` computed, over the real positions of `mask` (the intact run's)."""
         targets = _losses.targets_of(y, self.model, self.output_names, self.index, self.count)
-        return self.metric_fn(targets, _to_numpy(output))
+        return self.metric_fn(targets, _to_numpy(self._output(trace)), mask)
 
     def run(self, plans):
         """Metric of the intact model and of each plan, averaged over the data.
@@ -127,17 +130,21 @@ class _Study:
         A plan is a dict {block position: function used instead of that
         block, called as the block was}; the blocks before its first change
         reuse the intact run's outputs. Returns a float array: [intact,
-        plan 1, plan 2, ...].
+        plan 1, plan 2, ...]. Where the output carries a Keras mask
+        (padding), every run of a batch is scored over the real positions
+        of the intact run's output.
         """
         totals = np.zeros(len(plans) + 1)
         count = 0
         for x, y in self.batches:
             size = _inputs.batch_length(x)
             intact = self.forward.run(x)
-            totals[0] += size * self._metric(y, intact)
+            mask = _losses.output_mask(self._output(intact))
+            mask = None if mask is None else _to_numpy(mask)
+            totals[0] += size * self._metric(y, intact, mask)
             for number, plan in enumerate(plans, start=1):
                 trace = self.forward.replay(x, intact, start=min(plan), replace=plan)
-                totals[number] += size * self._metric(y, trace)
+                totals[number] += size * self._metric(y, trace, mask)
             count += size
         return totals / count
 
@@ -175,14 +182,19 @@ def lesion(
             one-unit output, logit > 0 or probability > 0.5, and so on every
             unit, element-wise, of a multi-label output: several sigmoids,
             logits against multi-hot targets, or a compiled binary
-            cross-entropy; for a language model over all positions),
+            cross-entropy; for a language model, per position),
             "crossentropy" (of logits or of probabilities, as the output
             is; binary per unit for a multi-label output), "loss" (the loss of
             `model.compile`, else that cross-entropy), a Keras metric (name
             or object; a fresh copy, the model's own keeps its state) or a
             callable `metric(y_true, y_pred)` on numpy arrays returning a
-            float. Per-batch values are averaged weighted by batch size.
-            Default None.
+            float (or one value per position). Where the output carries a
+            Keras mask (a per-token output after `Embedding(mask_zero=True)`
+            or `Masking`), only its real positions count, as in Keras'
+            losses and metrics: accuracy and the losses over them, a Keras
+            metric with the mask as its sample weights, a callable's values
+            per position averaged over them. Per-batch values are averaged
+            weighted by batch size. Default None.
         batch_size: int. Batch size when given arrays. Default 64.
         blocks: optional list of layer names (or layers) to use as blocks.
         output_index: for a model with several outputs, the one the metric

@@ -70,7 +70,8 @@ def path_gradients(
         samples: int. Random paths per length k (k = 0 and k = n have one
             path each, measured once). Default 4.
         loss: None (the loss of `model.compile`, else the cross-entropy that
-            fits the output), a Keras loss or a callable `loss(y_true, y_pred)`.
+            fits the output), a Keras loss or a callable `loss(y_true, y_pred)`;
+            over the real positions of a masked output (see `gradient_norms`).
         blocks: optional list of layer names (or layers) to use as blocks.
         seed: int. Seed of the random labels and the sampled paths.
         output_index: for a model with several outputs, the one the loss
@@ -119,6 +120,7 @@ def path_gradients(
     objective = _losses.objective(model, first.model_outputs, loss, output_index)
     rng = np.random.default_rng(seed)
     targets = objective.random_targets(rng) if y is None else objective.targets(y)
+    mask = _losses.output_mask(objective.output)  # the padding Keras' loss leaves out, or None
     last = len(forward.blocks)
 
     def loss_value(perturbation):
@@ -128,7 +130,7 @@ def path_gradients(
             edit=lambda point, tensor: tensor + perturbation if point == last else tensor,
         )
         output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
-        return objective(targets, output)
+        return objective(targets, output, mask)
 
     _, (upstream,), _ = _autodiff.value_and_gradients(loss_value, [ops.zeros_like(first.points[-1])])
     if upstream is None:

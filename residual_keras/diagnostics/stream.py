@@ -30,7 +30,7 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _inputs, _losses
-from residual_keras.diagnostics._blocks import padding_mask_at, steps_at
+from residual_keras.diagnostics._blocks import padding_mask_at, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
@@ -133,10 +133,8 @@ def stream_contributions(
             rows[f"{name}_rms"].append(_to_numpy(_per_example_masked_rms(update, mask)))
     result = {"model": forward.model_name, "names": list(forward.names), "steps": names}
     result.update({key: np.stack(values).astype("float64") for key, values in rows.items()})
-    masks = [padding_mask_at(trace, position) for position in range(len(forward.blocks))]
-    masks.append(masks[-1])
     result["stream_rms"] = np.stack(
-        [_to_numpy(_per_example_masked_rms(point, mask)) for point, mask in zip(trace.points, masks)]
+        [_to_numpy(_per_example_masked_rms(point, mask)) for point, mask in zip(trace.points, point_masks(trace))]
     ).astype("float64")
     return result
 
@@ -232,7 +230,9 @@ def logit_lens(
             a dataset that holds them.
         blocks: optional list of layer names (or layers).
         loss: None (the loss of `model.compile`, else the cross-entropy that
-            fits the output), a Keras loss or a callable.
+            fits the output), a Keras loss or a callable; over the real
+            positions where the output carries a Keras mask (padding from
+            `Embedding(mask_zero=True)`), as Keras' losses average.
         output_index: for a model with several outputs, the one the loss
             reads.
 
@@ -249,6 +249,7 @@ def logit_lens(
     first = forward.run(x)
     objective = _losses.objective(model, first.model_outputs, loss, output_index)
     targets = objective.targets(y)
+    mask = _losses.output_mask(objective.output)  # the padding Keras' loss leaves out, or None
     count = len(forward.blocks)
     for position in range(count):
         if tuple(first.inputs[position].shape) != tuple(first.outputs[position].shape):
@@ -263,7 +264,7 @@ def logit_lens(
         skipped = {position: (lambda stream, *args, **kwargs: identity(stream)) for position in range(depth, count)}
         trace = forward.replay(x, first, start=depth, replace=skipped)
         output, _, _ = _losses.choose_output(model, trace.model_outputs, objective.index)
-        losses.append(float(_to_numpy(objective(targets, output))))
+        losses.append(float(_to_numpy(objective(targets, output, mask))))
     return {
         "model": forward.model_name,
         "names": list(forward.names),

@@ -1,4 +1,4 @@
-"""Every instrument on 36 generated model shapes: a number checked independently, or a refusal.
+"""Every instrument on 42 generated model shapes: a number checked independently, or a refusal.
 
 The shapes (tests/model_shapes.py, `generated_shapes`) cross the data
 (images, sequences, tabular), the heads (logits, probabilities, one and
@@ -12,11 +12,18 @@ SVD, and hand lesions (the branch's weights set to 0 while Keras runs the
 model), or the instrument refuses with a message naming what it does not
 support (`REFUSALS`). A wrong number is never returned silently.
 
-Slow (about 36 x 14 pairs); run on TensorFlow and JAX:
+Six more shapes (`PER_TOKEN_SHAPES`, built here: tests/model_shapes.py pools
+every sequence) keep one output per token after `mask_zero=True`, padded at
+the end or at the start, so that the output carries the padding mask: there
+the losses, the accuracy and the stream's RMS are over the real positions,
+as Keras' own losses average a masked output.
+
+Slow (about 42 x 14 pairs); run on TensorFlow and JAX:
     pytest -q -n 2 -m slow tests/library/test_shape_generator.py
     KERAS_BACKEND=jax pytest -q -n 2 -m slow tests/library/test_shape_generator.py
 """
 
+import functools
 import re
 
 import numpy as np
@@ -26,11 +33,12 @@ import keras
 import residual_keras as rk
 from autodiff import gradient
 from keras import ops
-from model_shapes import generate, generated_shapes
+from model_shapes import SEQUENCE_LENGTH, SEQUENCE_VOCAB, Generated, generate, generated_shapes
 from residual_keras import diagnostics as d
 
 SHAPES = generated_shapes()
 CHANGES = ("first block changes shape", "last block changes shape")
+PER_TOKEN_HEADS = ("per-token logits", "per-token probabilities")
 
 
 def _numpy(tensor):
@@ -94,6 +102,9 @@ def _steps_by_hand(g, block, z, mask):
 def _default_metric(g):
     output = _numpy(_chosen(g.model(g.x, training=False)))
     y = np.asarray(g.targets())
+    if g.head_kind in PER_TOKEN_HEADS:  # accuracy over the real positions only
+        _, mask = g.points()
+        return float(np.mean((np.argmax(output, axis=-1) == y)[_numpy(mask).astype(bool)]))
     if g.head_kind in ("logits", "probabilities", "several outputs"):
         return float(np.mean(np.argmax(output, axis=-1) == y))
     if g.head_kind in ("one sigmoid", "several sigmoids"):
@@ -141,9 +152,15 @@ def _run_blocks(g, z, mask):
 
 
 def check_activation_norms(g):
+    """RMS per example over its real positions (all of them without a mask), all channels."""
     result = d.activation_norms(g.model, g.x, training=False)  # the recipe runs in inference mode
-    points, _ = g.points()
-    hand = [np.sqrt(np.mean(np.square(_numpy(point).reshape(len(g.x), -1)), axis=1)) for point in points]
+    points, mask = g.points()
+    hand = []
+    for point in points:
+        real = np.ones(tuple(point.shape[:2])) if mask is None else _numpy(mask)
+        entries = np.square(_numpy(point)).reshape(len(g.x), real.shape[1], -1)
+        hand.append(np.sqrt(np.sum(entries * real[:, :, None], axis=(1, 2))
+                            / (np.sum(real, axis=1) * entries.shape[-1])))
     _close(result["rms"], np.stack(hand), g, "stream RMS", exact=True)
 
 
@@ -397,6 +414,13 @@ def _variables(model):
 def test_every_instrument_on_a_generated_shape(spec):
     g = generate(*spec)
     before = _variables(g.model)
+    problems = _problems(g)
+    assert all(np.array_equal(a, b) for a, b in zip(before, _variables(g.model))), "the model changed"
+    assert not problems, problems
+
+
+def _problems(g):
+    """{instrument: what went wrong} for every instrument on shape `g` (empty when all are right)."""
     problems = {}
     for instrument, check in CHECKS.items():
         expected = refusal(g, instrument)
@@ -410,6 +434,104 @@ def test_every_instrument_on_a_generated_shape(spec):
         else:
             if expected is not None:
                 problems[instrument] = f"expected to refuse with {expected!r}"
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Per-token outputs with padding masks (tests/model_shapes.py pools every sequence)
+# --------------------------------------------------------------------------
+
+
+class _MaskedMean:
+    """Keras' loss averaged over the real positions, by hand: its sum over them (reduction "sum",
+    the mask as sample weights) divided by their number."""
+
+    def __init__(self, loss, mask):
+        self.summed = loss(reduction="sum")
+        self.mask = np.asarray(mask, dtype="float32")
+
+    def __call__(self, y_true, y_pred):
+        return self.summed(y_true, y_pred, sample_weight=self.mask) / float(self.mask.sum())
+
+
+def _per_token_blocks(structure):
+    """Three blocks on an 8-wide stream: Transformer blocks, or Residual(Dense) where the width becomes 12."""
+    def transformer(name):
+        return rk.TransformerBlock(num_heads=2, intermediate_dim=16, causal=False, name=name)
+
+    def widening(name):
+        return rk.Residual(keras.layers.Dense(12), shortcut=keras.layers.Dense(12, use_bias=False), name=name)
+
+    if structure == "first block changes shape":
+        return [widening("block1")] + [rk.Residual(keras.layers.Dense(12), name=f"block{n}") for n in (2, 3)]
+    if structure == "last block changes shape":
+        return [transformer("block1"), transformer("block2"), widening("block3")]
+    return [transformer(f"block{n}") for n in (1, 2, 3)]
+
+
+def generate_per_token(head_kind, structure, precision="float32", padding="end", seed=0):
+    """A token model with `mask_zero=True` and a per-token head: its output carries the padding mask."""
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16" if precision == "mixed" else "float32")
+    try:
+        ids = rng.integers(1, SEQUENCE_VOCAB, size=(8, SEQUENCE_LENGTH)).astype("int32")
+        for row, length in enumerate([6, 4, 2, 5, 3, 6, 1, 4]):
+            if padding == "start":
+                ids[row, : SEQUENCE_LENGTH - length] = 0
+            else:
+                ids[row, length:] = 0
+        inputs = keras.Input((SEQUENCE_LENGTH,), dtype="int32")
+        stem_layer = rk.TokenAndPositionEmbedding(vocab_size=SEQUENCE_VOCAB, sequence_length=SEQUENCE_LENGTH,
+                                                  embed_dim=8, mask_zero=True, name="stem")
+        blocks = _per_token_blocks(structure)
+        head_layer = keras.layers.Dense(SEQUENCE_VOCAB, name="out",
+                                        activation="softmax" if head_kind == "per-token probabilities" else None)
+        z = stem_layer(inputs)
+        if structure == "nested stages":
+            stage_inputs = keras.Input(tuple(z.shape[1:]))
+            second_stage = keras.Model(stage_inputs, blocks[2](blocks[1](stage_inputs)), name="stage2")
+            z = second_stage(keras.Sequential(blocks[:1], name="stage1")(z))
+        else:
+            for block in blocks:
+                z = block(z)
+        model = keras.Model(inputs, head_layer(z), name=f"per_token_{structure}".replace(" ", "_"))
+    finally:
+        keras.config.set_dtype_policy(policy)
+
+    def stem(batch):
+        batch = keras.ops.convert_to_tensor(batch)
+        return stem_layer(batch), stem_layer.compute_mask(batch)
+
+    def head(x_last, mask):
+        return head_layer(x_last)
+
+    targets = rng.integers(0, SEQUENCE_VOCAB, size=ids.shape)
+    loss = _MaskedMean(functools.partial(keras.losses.SparseCategoricalCrossentropy,
+                                         from_logits=head_kind == "per-token logits"), ids != 0)
+    name = f"sequences/{head_kind}/{structure}/{precision}/padded at the {padding}"
+    return Generated(name, "sequences", head_kind, structure, precision, True, model, ids, targets,
+                     stem, blocks, head, loss)
+
+
+PER_TOKEN_SHAPES = [  # (head, structure, precision, padding): every structure, both heads, both ends
+    ("per-token logits", "flat", "float32", "end"),
+    ("per-token probabilities", "nested stages", "float32", "start"),
+    ("per-token logits", "first block changes shape", "mixed", "end"),
+    ("per-token probabilities", "last block changes shape", "float32", "end"),
+    ("per-token logits", "last block changes shape", "float32", "start"),
+    ("per-token probabilities", "flat", "mixed", "start"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", PER_TOKEN_SHAPES, ids=["/".join(spec) for spec in PER_TOKEN_SHAPES])
+def test_every_instrument_on_a_masked_per_token_shape(spec):
+    """The losses, accuracy and norms over the real positions: the mean Keras' losses take of a masked output."""
+    g = generate_per_token(*spec)
+    before = _variables(g.model)
+    problems = _problems(g)
     assert all(np.array_equal(a, b) for a, b in zip(before, _variables(g.model))), "the model changed"
     assert not problems, problems
 
