@@ -235,7 +235,7 @@ def test_tensorflows_start_up_lines_below_the_level_are_left_out_and_the_rest_ke
     assert "a warning" in filter_native_log(text, 1) and "cuInit" not in filter_native_log(text, 1)
 
 
-@pytest.mark.parametrize("level", [None, "3"])
+@pytest.mark.parametrize("level", [None, pytest.param("3", marks=pytest.mark.slow)])
 def test_a_refusal_after_tensorflow_loads_is_one_line_whatever_the_log_level(tmp_path, level):
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     if level:

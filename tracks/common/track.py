@@ -140,7 +140,7 @@ class TrackParts:
         fingerprint(data): a dict that identifies the data (`--resume` refuses others).
         check(ctx): raises ValueError for options that do not fit the data.
         fit_defaults(ctx, given): {field: value} for preset values (not in `given`, the options typed)
-            that do not fit the data, each said in one line (the language track's prompt).
+            that do not fit the data, each said in one line (a prompt whose characters the text lacks).
         sample_limits(ctx): [(field, available, "test images of <data>")]:
             the instruments' sample sizes and their ceilings (resume.fit_samples).
         data_title(name): a recorded source name as a reader names it.
