@@ -74,5 +74,26 @@ def min_head_dim():
     raise LookupError(f"{origin} defines no MIN_HEAD_DIM")
 
 
+def nearest_existing(path):
+    """The deepest folder (or file) of `path`'s ancestors, `path` itself included, that exists."""
+    place = pathlib.Path(path).expanduser().absolute()
+    while not place.exists():
+        place = place.parent
+    return place
+
+
+def place_problem(path):
+    """Why `path` cannot be made, from the file system alone (nothing is written), or None: the place it
+    would be made in is a file ("X is a file, not a directory") or not writable ("X is not writable")."""
+    import os
+
+    place = nearest_existing(path)
+    if not place.is_dir():
+        return f"{place} is a file, not a directory"
+    if not os.access(place, os.W_OK | os.X_OK):
+        return f"{place} is not writable"
+    return None
+
+
 __all__ = ["MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_seed", "check_seeds",
-           "min_head_dim"]
+           "min_head_dim", "nearest_existing", "place_problem"]

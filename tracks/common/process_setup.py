@@ -27,6 +27,7 @@ import re
 import sys
 import tempfile
 
+from tracks.common.checks import place_problem
 from tracks.common.config import ConfigError
 
 SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
@@ -68,14 +69,9 @@ def check_cache_directory(environ=None):
         return
     if not value.strip():
         raise ConfigError(f"{CACHE_VARIABLE}='' names no directory: give one, or unset it (~/.cache/residual_keras)")
-    path = os.path.abspath(os.path.expanduser(value))
-    ancestor = path
-    while not os.path.exists(ancestor):
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        raise ConfigError(f"{CACHE_VARIABLE}={value}: {ancestor} is a file, not a directory; give a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"{CACHE_VARIABLE}={value}: {ancestor} is not writable; give a directory you can write")
+    problem = place_problem(value)
+    if problem:
+        raise ConfigError(f"{CACHE_VARIABLE}={value}: {problem}; give a directory you can write")
 
 
 def read_environment(environ=None):

@@ -135,9 +135,10 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, tra
 
 
 def fit_samples(track, config, data, given, trains=True):
-    """`config` with each instrument sample size that the data cannot fill lowered to what they have.
+    """`config` with each count of `sample_limits` (an instrument sample size, a warm-up) that the data or the
+    run cannot hold lowered to what they can.
 
-    A size the user gave (`given`) is refused instead: they asked for that many.
+    A count the user gave (`given`) is refused instead: they asked for that many.
 
     Raises:
         ValueError: a given sample size above what the data have.

@@ -5,6 +5,8 @@ steps between the checked options (resume.py) and results.json; `diagnose`
 and `--seeds` (seeds.py) reuse them.
 """
 
+import re
+
 from tracks.common.console import announce
 from tracks.common.results import SCHEMA
 from tracks.common.track import GridModel, RunContext
@@ -97,8 +99,9 @@ def train_one_run(track, ctx):
     from tracks.common.instrument_report import instrument_figures
 
     gone = [name for _, name in instrument_figures() if not (run.path / name).exists()]
-    if "initialisation" not in run.read_results() or gone:
-        if "initialisation" in run.read_results():  # a resumed run whose figures were removed: drawn again
+    measured = "initialisation" in run.read_results()
+    if not measured or gone:
+        if measured:  # a resumed run whose figures were removed: drawn again
             ctx.log(f"the figures at initialisation are missing ({', '.join(gone)}): measuring them again")
         run.update_results(initialisation=measure_at_initialisation(track, ctx, specs))
     results = run_grid(run, specs, lambda spec: track.parts.train_one(spec, ctx), log=ctx.log,
@@ -113,8 +116,6 @@ def note_missing_figures(run, log=print):
     A report draws what it can from results.json; a figure it cannot draw again (its numbers were not kept)
     and that was removed is named, instead of a broken link.
     """
-    import re
-
     summary = run.path / "summary.md"
     if not summary.exists():
         return []

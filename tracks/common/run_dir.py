@@ -31,6 +31,7 @@ import os
 import pathlib
 import shutil
 
+from tracks.common.checks import place_problem
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
 
 try:
@@ -65,6 +66,14 @@ def describe_os_error(error):
     return f"{where}: {error.strerror or error}"
 
 
+
+def _refuse_if_not_empty(path, reuse_hint):
+    """`ConfigError` for a directory that holds something: the lock, and a config.json.tmp of a run killed
+    while it was being created, do not count; `--resume` (`reuse_hint`) is suggested for a run only."""
+    if path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp" for entry in path.iterdir()):
+        hint = reuse_hint if (path / "config.json").is_file() else "choose another --out"
+        raise ConfigError(f"{path} already exists and is not empty; " + hint.format(path=path))
+
 class RunDirectory:
     """Paths and bookkeeping of one run of a track, locked for one process.
 
@@ -92,16 +101,10 @@ class RunDirectory:
         path = pathlib.Path(out).expanduser()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")
-        if path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp" for entry in path.iterdir()):
-            hint = reuse_hint if (path / "config.json").is_file() else "choose another --out"  # --resume: runs only
-            raise ConfigError(f"{path} already exists and is not empty; " + hint.format(path=path))
-        ancestor = path.absolute()
-        while not ancestor.exists():
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ConfigError(f"--out {path}: {ancestor} is a file, not a directory; choose another --out")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise ConfigError(f"--out {path}: {ancestor} is not writable; choose another --out")
+        _refuse_if_not_empty(path, reuse_hint)
+        problem = place_problem(path)
+        if problem:
+            raise ConfigError(f"--out {path}: {problem}; choose another --out")
 
     @classmethod
     def create(cls, track, config, out=None, runs_root="runs", data_fingerprint=None,
@@ -124,9 +127,7 @@ class RunDirectory:
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             out = pathlib.Path(runs_root) / f"{track}-{stamp}"
         run = cls(out, track)
-        if run.path.exists() and not run.path.is_dir():
-            raise ConfigError(f"--out {run.path} is a file, not a directory; choose another --out")
-        run._refuse_if_not_empty(reuse_hint)
+        cls.check_new(run.path, reuse_hint)
         run._created, run._made_directory = True, not run.path.exists()
         try:
             run.path.mkdir(parents=True, exist_ok=True)
@@ -136,7 +137,7 @@ class RunDirectory:
             ) from None
         run.lock()
         try:
-            run._refuse_if_not_empty(reuse_hint)  # another process may have been faster
+            _refuse_if_not_empty(run.path, reuse_hint)  # another process may have been faster
             write_json(run.config_path, {"track": track, **config_to_dict(config),
                                          "data_fingerprint": data_fingerprint})
             write_json(run.results_path, {"models": []})
@@ -147,13 +148,6 @@ class RunDirectory:
             run.release()
             raise
         return run
-
-    def _refuse_if_not_empty(self, reuse_hint):
-        # The lock, and a config.json.tmp of a run killed while it was being created, do not count.
-        if self.path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp"
-                                      for entry in self.path.iterdir()):
-            hint = reuse_hint if self.config_path.is_file() else "choose another --out"  # --resume: runs only
-            raise ConfigError(f"{self.path} already exists and is not empty; " + hint.format(path=self.path))
 
     @classmethod
     def resume(cls, track, path, config_cls):

@@ -142,7 +142,9 @@ class TrackParts:
         fit_defaults(ctx, given): {field: value} for preset values (not in `given`, the options typed)
             that do not fit the data, each said in one line (a prompt whose characters the text lacks).
         sample_limits(ctx): [(field, available, "test images of <data>")]:
-            the instruments' sample sizes and their ceilings (resume.fit_samples).
+            counts the data or the run bound (the instruments' sample sizes, a
+            warm-up's steps) and their ceilings, refused when typed and lowered
+            when a preset's (resume.fit_samples).
         data_title(name): a recorded source name as a reader names it.
         run_fields(ctx): run-level fields of results.json besides the common ones.
 

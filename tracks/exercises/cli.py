@@ -21,6 +21,7 @@ import secrets
 import sys
 import tempfile
 
+from tracks.common.checks import nearest_existing
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
 from tracks.exercises.sandbox import Limits
@@ -46,9 +47,7 @@ def start(number, folder):
         return _fail(f"no exercise {number}; there are {', '.join(str(e.number) for e in EXERCISES)}")
     folder = pathlib.Path(folder)
     target = folder / exercise.filename
-    ancestor = folder.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
+    ancestor = nearest_existing(folder)
     if not ancestor.is_dir():
         return _fail(f"{ancestor} is a file, not a folder: give a folder to write {exercise.filename} into")
     if target.exists():

@@ -18,7 +18,8 @@ what the package's instruments measure, against the same references.
 import numpy as np
 
 from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference
-from tracks.exercises.transformer_reference import GELU, BlockWeights, Variants, matching, nearest
+from tracks.exercises.harness.ex3 import changed_input
+from tracks.exercises.transformer_reference import GELU, BlockWeights, Variants, layer_norm, matching, nearest
 
 SKELETON = '''"""Exercise 3: a Pre-LN Transformer block from keras.layers parts.
 
@@ -98,12 +99,6 @@ def _x(inputs, key="x"):
     return np.asarray(inputs[key], "float32").astype("float64")
 
 
-def _changed(inputs):
-    changed = _x(inputs).copy()
-    changed[:, inputs["split"] + 1:] = _x(inputs, "later")
-    return changed
-
-
 def _variants(inputs, value, x, zeroed=()):
     block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"], zeroed)
     return Variants(block, x, inputs["width"], inputs["hidden"])
@@ -150,7 +145,7 @@ def judge_parameters(inputs, value):
 
 def _attention_fit(inputs, value):
     """(the keys of the attention-alone variants the block matches on x and on the changed input, the gap)."""
-    entry, x, changed = value["attention"], _x(inputs), _changed(inputs)
+    entry, x, changed = value["attention"], _x(inputs), changed_input(inputs).astype("float64")
     if not entry.get("parts"):
         raise WrongForm("no keras.layers.Dense in the block: build the parts the exercise names")
     found = []
@@ -257,8 +252,6 @@ def judge_identity(inputs, value):
     if np.allclose(out, 0.0, atol=1e-5):
         return False, detail, "the block outputs 0 when F = 0: the residual addition is missing (x = x + F(LN(x)))"
     block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"])
-    from tracks.exercises.transformer_reference import layer_norm
-
     if any(close(out, layer_norm(x, norm), atol=1e-4) or close(out, layer_norm(layer_norm(x, norm), other), atol=1e-4)
            for norm in block.norms for other in block.norms):
         return False, detail, ("the output is normalised: a LayerNorm sits on the stream after the addition (Post-LN, "

@@ -63,9 +63,10 @@ class BlockWeights:
             raise WrongForm(f"more than {MAX_VALUES:,} weights")
         rng = np.random.default_rng(seed)
         self.values = [drawn_weight(rng, name, shape).astype("float64") for name, shape in shapes]
-        for i in zeroed if isinstance(zeroed, list) else ():
-            self.values[_index(i, len(self.values))] = np.zeros_like(self.values[_index(i, len(self.values))])
         count = len(self.values)
+        for i in zeroed if isinstance(zeroed, list) else ():
+            i = _index(i, count)
+            self.values[i] = np.zeros_like(self.values[i])
 
         def get(i, shape=None):
             i = _index(i, count)
@@ -91,7 +92,6 @@ class BlockWeights:
                 raise WrongForm("a LayerNormalization's epsilon has the wrong form")
             self.norms.append((get(norm.get("gamma")), get(norm.get("beta")), float(epsilon), bool(norm.get("rms"))))
         self.dense = [(get(d.get("kernel")), get(d.get("bias"))) for d in parts.get("dense") or [] if isinstance(d, dict)]
-        self.memo = {}
 
     def mlp_parts(self, width, hidden):
         """(Dense(hidden), Dense(width)) by their kernels' shapes, or `WrongForm`."""

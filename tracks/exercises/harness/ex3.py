@@ -61,7 +61,8 @@ def _silenced(block, kind):
     return zeroed, lambda: [weight.assign(value) for weight, value in zip(block.weights, saved)]
 
 
-def _changed(inputs):
+def changed_input(inputs):
+    """x with its positions after `split` replaced by `later` (the grader reads causality off it too)."""
     changed = _x(inputs).copy()
     changed[:, inputs["split"] + 1:] = _x(inputs, "later")
     return changed
@@ -77,7 +78,7 @@ def probe_block(module, inputs):
     for measured, kind in SILENCED.items():
         zeroed, restore = _silenced(block, kind)
         found[measured] = {"zeroed": zeroed, "parts": len(_layers(block, kind)), "x": attempt(lambda: block(x)),
-                           "changed": attempt(lambda: block(_changed(inputs)))}
+                           "changed": attempt(lambda: block(changed_input(inputs)))}
         restore()
     norms = {index for norm in found["parts"]["norms"] for index in (norm["gamma"], norm["beta"])}
     for i, weight in enumerate(block.weights):  # every kernel and bias at 0, the LayerNorms kept: F = 0

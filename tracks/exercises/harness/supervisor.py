@@ -19,8 +19,8 @@ until it ends or passes a limit:
 
 Then it kills the submission's process group and every descendant left
 (found through /proc by parent, as their subreaper), reaps them, and prints
-one JSON line for the grader: how the process ended, its exit code, the
-disk it used, and how many processes it left behind.
+one JSON line for the grader: how the process ended, its exit code, and
+how many processes it left behind.
 """
 
 import ctypes
@@ -207,10 +207,9 @@ def main(site, config_text):
         ended = watch(pid, config)
     finally:  # also on SIGINT or SIGTERM to the grader: nothing of the file's outlives it
         status, others = end_everything(pid)
-        used, entries = disk_used(config["workdir"], (config["stdout"], config["stderr"]))
         returncode = os.waitstatus_to_exitcode(status) if status is not None else None
-        print(json.dumps({"ended": ended, "returncode": returncode, "left_running": others, "disk_bytes": used,
-                          "entries": entries, "seconds": round(time.monotonic() - started, 2)}), flush=True)
+        print(json.dumps({"ended": ended, "returncode": returncode, "left_running": others,
+                          "seconds": round(time.monotonic() - started, 2)}), flush=True)
 
 
 __all__ = ["BOOTSTRAP", "descendants", "disk_used", "end_everything", "main"]
