@@ -9,12 +9,13 @@ from keras import ops
 from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _autodiff, _inputs
-from residual_keras.diagnostics._blocks import _call, steps_at
+from residual_keras.diagnostics._blocks import _call, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.steps import _apply
 from residual_keras.diagnostics._state import leaves_model_unchanged
 from residual_keras.diagnostics._tensors import (
     _TINY,
+    _masked,
     _per_example_norm,
     _smallest_normal,
     _to_numpy,
@@ -33,6 +34,25 @@ def _compose(functions):
         return x
 
     return composed
+
+
+def _on_real_positions(function, at, mask_in, mask_out):
+    """`function` restricted to the real positions: its Jacobian is `M_out J M_in`.
+
+    A padded position neither moves (the tangent there is held at 0, the
+    input stays `at`) nor counts in the output, so the spectral norm is that
+    of the map between the real positions, as the blocks treat them. The
+    identity when neither mask is given.
+    """
+    if mask_in is None and mask_out is None:
+        return function
+
+    def restricted(z):
+        if mask_in is not None:
+            z = at + _masked(z - at, mask_in)
+        return _masked(function(z), mask_out)
+
+    return restricted
 
 
 def _spectral_norm(function, x, v, num_iterations, tolerance):
@@ -126,6 +146,11 @@ def jacobian_norm(
     `calibrate_batchnorm(model, x)` first to measure the network as its first
     training step computes it.
 
+    A padding mask (a Keras mask, as `Embedding(mask_zero=True)` makes, or
+    `padding_mask=`) restricts each Jacobian to the real positions: padded
+    positions are neither perturbed nor measured, as the other instruments
+    leave them out.
+
     Differentiates with the backend's autodiff (`_autodiff`: TensorFlow, JAX or PyTorch). float32 cannot represent gains below about 1e-38.
 
     Power iteration approaches the largest singular value from below, at a
@@ -186,9 +211,11 @@ def jacobian_norm(
         model_name = forward.model_name
         names = list(forward.names)
         x0 = first.points[0]
+        masks = point_masks(first)
 
-        def segment(start, stop):  # x_start -> x_stop as the model computes it
-            return forward.segment(x, first, start, stop)
+        def segment(start, stop):  # x_start -> x_stop as the model computes it, on the real positions
+            at = first.points[start]
+            return _on_real_positions(forward.segment(x, first, start, stop), at, masks[start], masks[stop])
 
     elif isinstance(model_or_layers, (list, tuple)) and model_or_layers:
         if blocks is not None:
@@ -205,6 +232,7 @@ def jacobian_norm(
             (lambda x, layer=layer: _call(layer, x, False)) for layer in model_or_layers
         ]
         x0 = ops.convert_to_tensor(x)
+        masks = None
 
         def segment(start, stop):
             return _compose(steps[start:stop])
@@ -270,7 +298,9 @@ def jacobian_norm(
                 rows.append(None)
             else:
                 branch = steps[0].branch
-                sigma, _ = estimate(lambda z, branch=branch: _apply(branch, z), stream, start_vector(stream))
+                mask = masks[position]
+                function = _on_real_positions(lambda z, branch=branch: _apply(branch, z), stream, mask, mask)
+                sigma, _ = estimate(function, stream, start_vector(stream))
                 rows.append(sigma)
         result["per_branch"] = rows
     result["iterations"] = iterations

@@ -293,3 +293,50 @@ def test_a_compiled_model_is_scored_as_evaluate_scores_it(loss):
     assert d.logit_lens(shape.model, shape.x, shape.y)["loss"][-1] == pytest.approx(evaluated["loss"], rel=1e-5)
     default = d.lesion(shape.model, shape.x, shape.y)
     assert default["intact"] == pytest.approx(evaluated["accuracy"], rel=1e-5)
+
+
+def _stream_jacobians(function, x_0):
+    """The per-example Jacobians (B, T*C, T*C) of a position-stacked map `function`, one gradient per output entry."""
+    x_0 = _numpy(x_0).astype("float32")
+    batch, entries = x_0.shape[0], int(np.prod(x_0.shape[1:]))
+    rows = []
+    for k in range(entries):
+        def entry_k(z, k=k):
+            flat = keras.ops.reshape(function(z), (batch, entries))
+            return keras.ops.sum(flat[:, k])
+
+        rows.append(gradient(entry_k, x_0).reshape(batch, entries))
+    return np.stack(rows, axis=1)  # [b, out, in]
+
+
+def _largest_singular_values(jacobians, keep=None):
+    if keep is not None:
+        jacobians = [j[np.ix_(k, k)] for j, k in zip(jacobians, keep)]
+    return np.array([np.linalg.norm(j, ord=2) for j in jacobians])
+
+
+def test_jacobian_norm_is_over_the_real_positions():
+    """||d x_L / d x_0|| restricted to the real positions: padding is neither perturbed nor measured.
+
+    Causal blocks padded at the end: the padded outputs read the real inputs, so
+    the whole Jacobian's norm is larger than the real positions' one.
+    """
+    shape = gpt_padded_at_end()
+    blocks = [shape.model.get_layer(name) for name in ("block1", "block2")]
+    mask = shape.real
+
+    def stream(z):
+        for block in blocks:
+            z = block(z, training=False, mask=mask)
+        return z
+
+    x_0 = shape.points(shape.x)[0]
+    jacobians = _stream_jacobians(stream, x_0)
+    keep = np.repeat(shape.real, WIDTH, axis=1)  # (B, T*C), positions major as reshape lays them out
+    real, whole = _largest_singular_values(jacobians, keep), _largest_singular_values(jacobians)
+    assert np.max(np.abs(real - whole) / whole) > 1e-2  # padding would change the number
+    measured = d.jacobian_norm(shape.model, shape.x, num_iterations=300, tolerance=1e-7, per_branch=True)
+    assert measured["converged"]
+    np.testing.assert_allclose(measured["total"], real, rtol=1e-3)
+    first_block = _stream_jacobians(lambda z: blocks[0](z, training=False, mask=mask), x_0)
+    np.testing.assert_allclose(measured["per_block"][0], _largest_singular_values(first_block, keep), rtol=1e-3)
