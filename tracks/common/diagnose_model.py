@@ -295,7 +295,7 @@ def diagnose_saved_models(track, argv, environment):
         data = None
         if args.input_shape is None:
             config = dataclasses.replace(config, data=track.parse_source(config.data))
-            data = load(track, config)
+            data = load(track, config, trains=False)  # --model: no training option applies
         batches = []
         for _, _, model in loaded:
             if shape is not None:

@@ -109,8 +109,8 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, tra
     try:
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
-        data = load(track, config, recorded.get("source") if recorded else None, trains=trains)
         given = given_options(args, track.config_cls)
+        data = load(track, config, recorded.get("source") if recorded else None, trains=trains, given=given)
         config = dataclasses.replace(config, **track.parts.fit_defaults(RunContext(config, data=data), given))
         track.parts.check(RunContext(config, data=data, trains=trains))
         config = fit_samples(track, config, data, given, trains=trains)
@@ -143,17 +143,25 @@ def fit_samples(track, config, data, given, trains=True):
     Raises:
         ValueError: a given sample size above what the data have.
     """
+    limits = track.parts.sample_limits(RunContext(config, data=data, trains=trains))
+    refuse_given_samples(limits, config, given)
     lowered = {}
-    for field, available, where in track.parts.sample_limits(RunContext(config, data=data, trains=trains)):
+    for field, available, where in limits:
         count = getattr(config, field)
-        if count <= available:
-            continue
-        if field in given:
-            raise ValueError(f"{option_name(field)} {count} is more than the {available} {where}; lower it")
-        lowered[field] = available
-        log(f"{option_name(field)}: the preset's {count} is more than the {available} {where}; "
-            f"using {available}")
+        if count > available:
+            lowered[field] = available
+            log(f"{option_name(field)}: the preset's {count} is more than the {available} {where}; "
+                f"using {available}")
     return dataclasses.replace(config, **lowered) if lowered else config
+
+
+def refuse_given_samples(limits, config, given):
+    """ValueError for the first count of `limits` ((field, available, where), `sample_limits`) that the user
+    typed (`given`) above what is available: they asked for that many."""
+    for field, available, where in limits:
+        count = getattr(config, field)
+        if field in given and count > available:
+            raise ValueError(f"{option_name(field)} {count} is more than the {available} {where}; lower it")
 
 
 def refuse_other_data(run, recorded, actual):
@@ -168,4 +176,5 @@ def refuse_other_data(run, recorded, actual):
             )
 
 
-__all__ = ["check_run", "fit_samples", "refuse_other_data", "resolve_config", "start_or_resume"]
+__all__ = ["check_run", "fit_samples", "refuse_given_samples", "refuse_other_data", "resolve_config",
+           "start_or_resume"]

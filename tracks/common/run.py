@@ -12,13 +12,18 @@ from tracks.common.results import SCHEMA
 from tracks.common.track import GridModel, RunContext
 
 
-def load(track, config, source=None, log=None, trains=True):
-    """The track's data for `config`; `source` (the one a resumed run recorded) replaces `config.data`."""
+def load(track, config, source=None, log=None, trains=True, given=()):
+    """The track's data for `config`; `source` (the one a resumed run recorded) replaces `config.data`.
+
+    `given` names the options typed on the command line (`RunContext.given`).
+    """
     import dataclasses
 
     if source is not None:
         config = dataclasses.replace(config, data=source)
-    context = RunContext(config, trains=trains) if log is None else RunContext(config, log=log, trains=trains)
+    context = RunContext(config, trains=trains, given=frozenset(given))
+    if log is not None:
+        context = context.replace(log=log)
     return track.parts.load_data(context)
 
 

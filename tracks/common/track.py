@@ -60,6 +60,8 @@ class RunContext:
         log: where progress lines go.
         trains: False for a command that trains nothing (diagnose): the
             checks of training options (a batch size, a warm-up) do not apply.
+        given: the config fields typed on the command line: a preset's
+            other values may be adapted to the data, a typed one is checked.
     """
 
     config: Any
@@ -68,6 +70,7 @@ class RunContext:
     runtime: Any = None
     log: Callable[[str], None] = log
     trains: bool = True
+    given: frozenset = frozenset()
     _shared: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property

@@ -4,6 +4,7 @@ Imported before TensorFlow (the refusal of a run too large for the machine
 comes first); the data modules load when `load_data` is called.
 """
 
+import dataclasses
 import types
 
 from tracks.common.limits import Estimate
@@ -17,20 +18,59 @@ CIFAR_TRAIN_IMAGES, CIFAR_TEST_IMAGES, IMAGE_BYTES = 50_000, 10_000, 32 * 32 * 3
 
 
 def load_data(ctx):
-    """The run's images; the synthetic set (explicit, or the offline fallback) is made as large as the run needs."""
+    """The run's images; the synthetic set (explicit, or the offline fallback) is made as large as the run needs.
+
+    An image folder is counted first, and the options are checked against its counts before any image
+    is decoded or cached: a preset's training subset or batch too large for it is lowered (said after
+    loading, by `fit_defaults`), a typed one is refused, as a typed instrument sample size is.
+    """
+    from tracks.common.resume import refuse_given_samples
     from tracks.vision.data import load_vision_data
 
     config = ctx.config
     needed = (config.train_size or 0) + config.validation_size
-    def accept(train_count, test_count):  # an image folder, counted: refused before it is decoded and cached
-        check(ctx.replace(data=types.SimpleNamespace(
-            y_train=range(config.train_size or train_count - config.validation_size), name=config.data)))
+
+    def accept(train_count, test_count):  # -> the training subset to keep
+        available = train_count - config.validation_size
+        if available < 1:
+            return config.train_size  # the split's own check refuses it
+        fits = _fit_to_images(config, ctx.given, available, ctx.trains)
+        counts = types.SimpleNamespace(y_train=range(fits.get("train_size", config.train_size) or available),
+                                       y_test=range(test_count), name=config.data)
+        batch = {key: fits[key] for key in fits if key == "batch_size"}
+        check(ctx.replace(config=dataclasses.replace(config, **batch), data=counts))  # a typed batch first
+        fitted = dataclasses.replace(config, **fits)
+        refuse_given_samples(sample_limits(ctx.replace(config=fitted, data=counts)), fitted, ctx.given)
+        return fitted.train_size
 
     return load_vision_data(
         config.data, data_dir=config.data_dir, seed=config.seed, train_size=config.train_size,
         validation_size=config.validation_size, log=ctx.log, synthetic_examples=(max(10_000, needed), 2_000),
         accept=accept,
     )
+
+
+def _fit_to_images(config, given, available, trains=True):
+    """{field: value} lowering a preset's --train-size and --batch-size (not typed) to `available` training images."""
+    changes = {}
+    if "train_size" not in given and config.train_size is not None and config.train_size > available:
+        changes["train_size"] = available
+    training = changes.get("train_size", config.train_size) or available
+    if trains and "batch_size" not in given and config.batch_size > training:
+        changes["batch_size"] = training
+    return changes
+
+
+def fit_defaults(ctx, given):
+    """A preset's --train-size or --batch-size larger than the training images a folder has: lowered to them,
+    each said in one line (a typed one is refused by `check` and the split)."""
+    config, data = ctx.config, ctx.data
+    changes = _fit_to_images(config, given, len(data.y_train), ctx.trains)
+    for field, value in changes.items():
+        option = "--" + field.replace("_", "-")
+        ctx.log(f"{option}: the preset's {getattr(config, field)} is more than the {len(data.y_train)} training "
+                f"images of {data.name}; using {value}")
+    return changes
 
 
 def check(ctx):

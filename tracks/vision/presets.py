@@ -12,6 +12,7 @@ from typing import Optional
 
 from tracks.common.checks import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 from tracks.common.config import RuntimeOptions, refuse_repeats
+from tracks.common.console import log
 from tracks.vision.variants import VARIANT_HELP, VARIANTS
 
 SCHEDULES = ("cosine", "step")
@@ -107,6 +108,16 @@ class VisionConfig(RuntimeOptions):
         default=8, metadata={"help": "training steps per compiled call (fewer Python round trips; "
                                         "measured in benchmarks/NOTES.md)"}
     )
+
+    def adapted_to(self, given):
+        """The preset for a run with the options `given`: a typed --train-size below the preset's batch
+        (and no --batch-size) makes the batch that size, said in one line."""
+        train_size = given.get("train_size")
+        if train_size is not None and "batch_size" not in given and 1 <= train_size < self.batch_size:
+            log(f"--batch-size: the preset's {self.batch_size} is more than --train-size {train_size}; "
+                f"using {train_size}")
+            return dataclasses.replace(self, batch_size=train_size)
+        return self
 
     def __post_init__(self):
         check_seeds(self.seeds)

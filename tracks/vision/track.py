@@ -29,6 +29,7 @@ def load_parts() -> TrackParts:
         load_data=prepare.load_data,
         fingerprint=data.fingerprint,
         check=prepare.check,
+        fit_defaults=prepare.fit_defaults,
         sample_limits=prepare.sample_limits,
         data_title=loading.dataset_title,
         run_fields=prepare.run_fields,

@@ -168,7 +168,8 @@ def load_vision_data(
             download host answers. Default 5.
         synthetic_examples: (train, test) numbers of synthetic images made
             (before the hold-out and subset). Default (10000, 2000).
-        accept: callable(train images, test images) raising ValueError, called for a folder source once
+        accept: callable(train images, test images) -> the `train_size` to keep (a caller may lower a
+            default to what the folder has), raising ValueError to refuse; called for a folder source once
             its files are counted, before any image is decoded or cached.
 
     Returns:
@@ -222,10 +223,11 @@ def load_vision_data(
         log(f"synthetic: {train_examples} train / {test_examples} test images (seed {seed})")
     elif source.startswith("folder:"):
         name = source
-        def counted(train_count, test_count):  # the split, then the caller's checks, before the cache is written
-            check_split(train_count, train_size, validation_size)
+        def counted(train_count, test_count):  # the caller's checks, then the split, before the cache is written
+            nonlocal train_size
             if accept is not None:
-                accept(train_count, test_count)
+                train_size = accept(train_count, test_count)
+            check_split(train_count, train_size, validation_size)
 
         arrays = _load_folder(source[len("folder:") :], image_size, cache_dir, log, counted)
 
@@ -293,6 +295,8 @@ def stratified_choice(labels, count, rng):
 def check_split(count, train_size, validation_size):
     """ValueError when `validation_size` held out and `train_size` kept do not fit in `count` training images."""
     if validation_size + (train_size or 1) > count:
+        if not validation_size:
+            raise ValueError(f"--train-size {train_size} is more than the {count} training images; lower it")
         raise ValueError(
             f"--validation-size {validation_size} + --train-size {train_size or 1} is more than the {count} "
             f"training images; lower them"
