@@ -4,6 +4,7 @@
     python -m tracks exercises             # the exercises; `exercises start N DIR` copies one
     python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
     python -m tracks grade DIR --out OUT   # grades a class into a gradebook
+    python -m tracks autograder --out autograder.zip   # the grader for Gradescope
 """
 
 import ast
@@ -40,7 +41,7 @@ def summary(track):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["exercises"], ["check"], ["grade"]):
+    if argv[:1] in (["exercises"], ["check"], ["grade"], ["autograder"]):
         from tracks.exercises.cli import main as exercises_main
 
         return exercises_main(argv)

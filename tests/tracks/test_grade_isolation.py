@@ -5,7 +5,9 @@ The fast test grades a small class whose children need no TensorFlow
 allocate 6 GiB under --memory-gb 2, patch numpy and the checks, print
 fake reports and import solutions/, beside the solution, which passes.
 The slow test grades tests/exercise_fixtures/ (right, wrong and hostile
-files) with the six solutions, under --memory-gb 2, as the docs' example.
+files) with the six solutions, under --memory-gb 2, as the docs' example,
+and the solutions, the hostile files and two wrong answers per exercise
+again as notebooks, which must get the verdicts of their .py files.
 """
 
 import csv
@@ -20,6 +22,7 @@ import tempfile
 
 import pytest
 
+from notebook_submissions import MAGIC_NOTES, as_notebook
 from track_helpers import run_cli
 from tracks.__main__ import main as tracks_main
 from tracks.exercises.harness import landlock
@@ -127,7 +130,7 @@ def test_check_isolates_a_file_and_its_json_stays_valid_whatever_it_prints(capsy
 
 @pytest.mark.parametrize("argv, message", [
     (["grade", "nowhere"], "no such folder: nowhere"),
-    (["grade", "{empty}"], "no *.py file under"),
+    (["grade", "{empty}"], "no *.py or *.ipynb file under"),
     (["grade", "{class}", "--jobs", "0"], "argument --jobs: must be a finite number above 0, got 0"),
     (["grade", "{class}", "--memory-gb", "lots"], "argument --memory-gb: must be a number, got 'lots'"),
     (["grade", "{class}", "--out", "{class}/book"], "is inside"),
@@ -153,14 +156,32 @@ def test_the_fixtures_and_the_solutions_graded_as_a_class_under_2_gib(tmp_path, 
     folder = tmp_path / "class"
     shutil.copytree(FIXTURES, folder)
     shutil.copytree(ROOT / "solutions", folder / "instructor")
+    # The same as notebooks (issue 52): the solutions, the hostile files (not the endless loop: a minute of
+    # timeout) and two wrong answers of each exercise, each with magics, shell lines and a stored output.
+    notebooks = [*sorted((ROOT / "solutions").glob("*.py")),
+                 *(path for path in sorted(HOSTILE.glob("*.py")) if path.stem != "endless_loop"),
+                 *(path for number in BY_NUMBER for path in sorted((FIXTURES / "wrong").glob(f"ex{number}_*.py"))[:2])]
+    for path in notebooks:
+        relative = (pathlib.Path("instructor", path.name) if path.is_relative_to(ROOT / "solutions")
+                    else path.relative_to(FIXTURES))
+        target = folder / "notebooks" / relative.with_suffix(".ipynb")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(as_notebook(path.read_text()))
     out = tmp_path / "gradebook"
     code, _, err = run_cli(tracks_main, ["grade", folder, "--out", out, "--memory-gb", "2", "--jobs", "2",
                                          "--seed", "38", "--timeout", "60"], capsys)
-    files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*.py"))
+    files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.suffix in (".py", ".ipynb"))
     rows, book = read_gradebook(out)
     assert code == 0 and sorted(rows) == files  # one row per file, none missing
+    check_columns = [name for _, _, name in columns(book["files"])]
     for name, row in rows.items():
-        if name.startswith(("instructor/", "right/")):
+        if name.startswith("notebooks/"):  # the verdicts of the .py file it was made from
+            python = rows[str(pathlib.Path(name).relative_to("notebooks").with_suffix(".py"))]
+            assert [row[c] for c in check_columns] == [python[c] for c in check_columns], (name, row, python)
+            assert row["total"] == python["total"] and row["exercise"] == python["exercise"], (name, row, python)
+            assert row["reason"].split(":")[0] == python["reason"].split(":")[0], (name, row, python)
+            assert len(row["notes"].split("; ")) == MAGIC_NOTES, (name, row)
+        elif name.startswith(("instructor/", "right/")):
             assert row["reason"] == "" and row["total"].split("/")[0] == row["total"].split("/")[1], (name, row)
         elif name.startswith("hostile/"):
             assert REASONS[pathlib.Path(name).stem] in row["reason"], (name, row)

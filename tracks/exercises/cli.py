@@ -3,7 +3,9 @@
     python -m tracks exercises                   # the list
     python -m tracks exercises start 1 mywork/   # writes exercise 1's file into mywork/
     python -m tracks check mywork/ex1_residual_layer.py [--json] [--seed S]
+    python -m tracks autograder --out autograder.zip [--exercises 1,3,5] [--scores FILE]
     python -m tracks grade submissions/ --out gradebook/ [--jobs 2] [--timeout 120] [--memory-gb 4]
+                           [--scores scores.toml] [--lms canvas] [--lms moodle]
 
 `check` and `grade` run each file in its own process with the same limits
 and the same checks (tracks/exercises/sandbox.py, reports.py); the verdicts
@@ -96,8 +98,8 @@ def check(files, as_json=False, seed=None, limits=Limits()):
     paths = [pathlib.Path(name) for name in files]
     folders = [str(path) for path in paths if path.is_dir()]
     if folders:
-        return _fail(f"{', '.join(folders)}: a folder, not a file; check its files (DIR/*.py), or grade a class "
-                     f"with: python -m tracks grade DIR --out BOOK")
+        return _fail(f"{', '.join(folders)}: a folder, not a file; check its files (DIR/*.py, DIR/*.ipynb), "
+                     f"or grade a class with: python -m tracks grade DIR --out BOOK")
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
         return _fail(f"no such file: {', '.join(missing)}")
@@ -163,6 +165,43 @@ def _limit_options(parser):
                         help="what a file may write, its files and its output together, MiB (default 256)")
 
 
+def _autograder(rest):
+    from tracks.common.checks import place_problem
+    from tracks.exercises.autograder import build, parse_exercises
+    from tracks.exercises.students import Scores, ScoresError, read_scores
+
+    parser = _Parser(prog="python -m tracks autograder",
+                     description="Build a Gradescope autograder (setup.sh, run_autograder and this version's "
+                                 "wheel) that grades the exercises as `grade` does (docs/grading.md).")
+    parser.add_argument("--out", required=True, help="the zip to write (new), e.g. autograder.zip")
+    parser.add_argument("--exercises", default=",".join(str(e.number) for e in EXERCISES),
+                        help="the exercises of the assignment, e.g. 1,3,5 (default: all)")
+    parser.add_argument("--scores", metavar="FILE", help="points per check, TOML or JSON (default: 1 per check)")
+    args = parser.parse_args(rest)
+    out = pathlib.Path(args.out)
+    if out.suffix != ".zip":
+        return _fail(f"--out {out}: the platform takes a .zip; name it {out.stem or 'autograder'}.zip")
+    if out.exists():
+        return _fail(f"--out {out} exists: choose another name, or delete it")
+    problem = place_problem(out)
+    if problem:
+        return _fail(f"--out {out}: {problem}; choose another --out")
+    try:
+        exercises = parse_exercises(args.exercises)
+        scores = Scores() if args.scores is None else read_scores(args.scores)
+    except (ValueError, ScoresError) as error:
+        return _fail(str(error))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
+          file=sys.stderr, flush=True)
+    build(out, exercises, scores)
+    possible = sum(scores.possible(number) for number in exercises)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): setup.sh, run_autograder, autograder.json and the "
+          f"wheel; {possible:g} points. Upload it as the assignment's autograder (docs/grading.md, "
+          f"\"On Gradescope\").")
+    return 0
+
+
 def main(argv):
     """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
     try:
@@ -186,18 +225,30 @@ def _main(command, rest):
         return start(args.number, args.folder)
     if command == "grade":
         from tracks.exercises.gradebook import grade_class
+        from tracks.exercises.students import LMS
 
-        parser = _Parser(prog="python -m tracks grade", description="Grade every *.py under DIR into a gradebook.")
-        parser.add_argument("folder", help="the class: DIR/<student>/*.py, or DIR/*.py (one file per student)")
+        parser = _Parser(prog="python -m tracks grade",
+                         description="Grade every *.py and *.ipynb under DIR into a gradebook.")
+        parser.add_argument("folder", help="the class: DIR/<student>/*.py or *.ipynb, or DIR/*.py (one file per "
+                                           "student)")
         parser.add_argument("--out", required=True, help="the gradebook's folder (new, or empty)")
         parser.add_argument("--jobs", type=_positive(int), default=1, help="files graded at once")
+        parser.add_argument("--scores", metavar="FILE",
+                            help="points per check, a TOML or JSON file (default: 1 point per check; "
+                                 "docs/grading.md)")
+        parser.add_argument("--lms", action="append", choices=LMS, default=[],
+                            help="also write the per-student table as this platform's gradebook import "
+                                 "(canvas.csv, moodle.csv); may be given twice")
         _limit_options(parser)
         args = parser.parse_args(rest)
-        return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs,
+        return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,
+                           lms=tuple(dict.fromkeys(args.lms)),
                            limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
+    if command == "autograder":
+        return _autograder(rest)
     parser = _Parser(prog="python -m tracks check",
                      description="Grade exercise solutions, each in its own process, as `grade` does.")
-    parser.add_argument("files", nargs="+", help="solution files (EXERCISE = N inside)")
+    parser.add_argument("files", nargs="+", help="solution files, .py or .ipynb (EXERCISE = N inside)")
     parser.add_argument("--json", action="store_true", help="one JSON report for every file, on stdout")
     _limit_options(parser)
     args = parser.parse_args(rest)

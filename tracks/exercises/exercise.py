@@ -171,8 +171,9 @@ def describe_error(error):
     kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:200]
     if kind == "NotImplementedError":
         return "not written yet (NotImplementedError)"
-    line = error.get("line")
-    where = f" (line {int(line)} of your file)" if isinstance(line, int) else ""
+    line = error.get("line")  # an int, or "cell 3, line 2" in a notebook
+    where = (f" (line {int(line)} of your file)" if isinstance(line, int)
+             else f" ({line[:40]} of your notebook)" if isinstance(line, str) else "")
     return f"raised {kind}{': ' + message if message else ''}{where}"
 
 

@@ -2,7 +2,11 @@
 
 OUT holds:
 - grades.csv: one row per file: student, file, exercise, one column per check
-  (pass, fail, or empty when the check is another exercise's), total, reason;
+  (pass, fail, or empty when the check is another exercise's), total, reason, notes;
+- students.csv: one row per student, one column per exercise (points earned / possible, or
+  `missing`), the total, and which file counted where there were several (students.py);
+- feedback/<student>.md: each of the student's exercises with its verdicts and hints;
+- canvas.csv, moodle.csv with `--lms`: students.csv as the platform's gradebook import takes it;
 - grades.json: the same reports in full (details, hints), the seed and the limits;
 - summary.md and checks.png: how many files passed each check, and for
   each exercise the most common failure with its hint;
@@ -19,6 +23,7 @@ import time
 
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import required
+from tracks.exercises.submissions import SUFFIXES
 
 
 def _fail(message):
@@ -27,10 +32,11 @@ def _fail(message):
 
 
 def class_files(folder):
-    """Every *.py under `folder`, recursively, in a stable order (caches and hidden folders left out)."""
-    return sorted(path for path in pathlib.Path(folder).rglob("*.py")
-                  if path.is_file() and not any(part.startswith((".", "__pycache__"))
-                                                for part in path.relative_to(folder).parts))
+    """Every *.py and *.ipynb under `folder`, recursively, in a stable order (caches and hidden folders, such as
+    Jupyter's .ipynb_checkpoints, left out)."""
+    return sorted(path for path in pathlib.Path(folder).rglob("*")
+                  if path.suffix in SUFFIXES and path.is_file()
+                  and not any(part.startswith((".", "__pycache__")) for part in path.relative_to(folder).parts))
 
 
 def columns(reports):
@@ -44,7 +50,8 @@ def write_csv(path, rows, reports):
     header = columns(reports)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", "file", "exercise", *(name for _, _, name in header), "total", "reason"])
+        writer.writerow(["student", "file", "exercise", *(name for _, _, name in header), "total", "reason",
+                         "notes"])
         for row, report in zip(rows, reports):
             keys = ([spec.key for spec in BY_NUMBER[report["exercise"]].checks] if report["exercise"] else [])
             results = dict(zip(keys, report["checks"]))
@@ -53,7 +60,7 @@ def write_csv(path, rows, reports):
             checks = required(report["checks"])  # the total counts what a file must pass
             passed = sum(check["passed"] for check in checks)
             writer.writerow([row["student"], row["file"], report["exercise"] or "", *cells,
-                             f"{passed}/{len(checks)}", report["reason"]])
+                             f"{passed}/{len(checks)}", report["reason"], "; ".join(report.get("notes", []))])
 
 
 def tally(reports):
@@ -160,20 +167,30 @@ def plot(path, reports):
     plt.close(figure)
 
 
-def grade_class(folder, out, *, seed=None, jobs=1, limits):
-    """Grades every *.py under `folder` into the gradebook `out`; 0 when written, 2 for bad input."""
+def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=()):
+    """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input.
+
+    `scores`: a scores file (TOML or JSON, `students.read_scores`) or None for a point per check; `lms`:
+    the platforms whose import files are written too (`students.LMS`).
+    """
     from tracks.exercises.reports import grade_files, student_of
+    from tracks.exercises.students import (ScoresError, Scores, read_scores, student_rows, write_feedback,
+                                           write_lms_csv, write_students_csv)
 
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
         return _fail(f"no such folder: {folder}")
     files = class_files(folder)
     if not files:
-        return _fail(f"no *.py file under {folder}")
+        return _fail(f"no *.py or *.ipynb file under {folder}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         return _fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
     if out.resolve().is_relative_to(folder.resolve()):
         return _fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
+    try:
+        scores = Scores() if scores is None else read_scores(scores)
+    except ScoresError as error:
+        return _fail(str(error))
     out.mkdir(parents=True, exist_ok=True)
     seed = secrets.randbelow(2**31) if seed is None else seed
     print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}", file=sys.stderr, flush=True)
@@ -184,13 +201,20 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits):
     for row, report in zip(rows, reports):
         report.update(student=row["student"], file=row["file"])
     write_csv(out / "grades.csv", rows, reports)
+    students = student_rows(reports, scores)
+    write_students_csv(out / "students.csv", students)
+    write_feedback(out / "feedback", reports, scores)
+    for platform in lms:
+        write_lms_csv(out / f"{platform}.csv", platform, students, scores)
     (out / "grades.json").write_text(json.dumps(
         {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
-         "seconds": round(seconds, 1), "files": reports}, indent=1))
+         "seconds": round(seconds, 1), "scores": scores.source, "files": reports}, indent=1))
     plot(out / "checks.png", reports)
     write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds)
-    print(f"wrote {out}/grades.csv, grades.json, summary.md and checks.png: {sum(r['passed'] for r in reports)} "
-          f"of {len(reports)} files passed every required check ({seconds:.0f} s)", file=sys.stderr, flush=True)
+    written = ["grades.csv", "students.csv", "feedback/", *(f"{platform}.csv" for platform in lms), "grades.json",
+               "summary.md", "checks.png"]
+    print(f"wrote {out}/{', '.join(written)}: {sum(r['passed'] for r in reports)} of {len(reports)} files "
+          f"passed every required check, {len(students)} students ({seconds:.0f} s)", file=sys.stderr, flush=True)
     return 0
 
 

@@ -11,6 +11,7 @@ import ast
 import concurrent.futures
 import dataclasses
 import pathlib
+import re
 import signal
 import sys
 import tempfile
@@ -21,16 +22,25 @@ from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
 from tracks.exercises.sandbox import Limits, child_site, run_submission
+from tracks.exercises.submissions import Submission, read_submission
 
 
 def exercise_number(path):
-    """(number, None) for a file with `EXERCISE = N` at its top level, else (None, why not), without running it."""
+    """(number, None) for a submission with `EXERCISE = N` at its top level, else (None, why not), without
+    running it. `path`: a `.py` file or a notebook (any code cell may hold the line), or its `Submission`."""
+    submission = path if isinstance(path, Submission) else read_submission(path)
+    if submission.problem:
+        return None, Check("the file can be graded", False, submission.problem,
+                           "hand in the .py file or the notebook (.ipynb) you worked in, saved from Jupyter")
     try:
-        tree = ast.parse(pathlib.Path(path).read_bytes(), filename=str(path))
+        tree = ast.parse(submission.source, filename=str(path))
     except SyntaxError as error:
-        return None, Check("the file imports", False, f"SyntaxError: line {error.lineno}: {error.msg}",
-                           "run it with python FILE to see the error")
-    except (OSError, ValueError) as error:
+        where = submission.where(error.lineno)
+        where = f"line {where}" if isinstance(where, int) else where
+        hint = ("run the notebook's cells to see the error" if submission.is_notebook
+                else "run it with python FILE to see the error")
+        return None, Check("the file imports", False, f"SyntaxError: {where}: {error.msg}", hint)
+    except (ValueError, UnicodeError) as error:
         return None, Check("the file imports", False, f"{type(error).__name__}: {error}", "")
     for node in tree.body:
         if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXERCISE" for t in node.targets)
@@ -41,6 +51,24 @@ def exercise_number(path):
                                f"there are exercises {', '.join(map(str, BY_NUMBER))}: keep the skeleton's line")
     return None, Check("the file says which exercise it is", False, "no line EXERCISE = N",
                        "keep the skeleton's line EXERCISE = N (python -m tracks exercises lists them)")
+
+
+def claimed_exercise(submission):
+    """The exercise a file that cannot be graded says it is, read as text (`EXERCISE = 3` at the start of a
+    line), or None: a syntax error elsewhere still tells whose grade the file's 0 is."""
+    found = re.search(rb"^EXERCISE\s*=\s*(\d+)\s*(#.*)?$", submission.source or b"", re.MULTILINE)
+    number = int(found.group(1)) if found else None
+    return number if number in BY_NUMBER else None
+
+
+def _in_cells(run, submission):
+    """The lines of the errors `run` reported, as the notebook's cells and lines ("cell 3, line 2")."""
+    if not submission.is_notebook:
+        return
+    for record in [*run.results.values(), *run.events]:
+        error = record.get("error") if isinstance(record, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("line"), int):
+            error["line"] = submission.where(error["line"])
 
 
 def _signal_name(returncode):
@@ -66,7 +94,8 @@ def reason_for(run, limits, specs):
         return f"processes: started more than {MAX_PROCESSES} (a fork bomb; its process tree was killed)"
     if "import_error" in events:
         error = events["import_error"].get("error") or {}
-        line = f" (line {error['line']})" if isinstance(error.get("line"), int) else ""
+        line = error.get("line")
+        line = f" (line {line})" if isinstance(line, int) else f" ({line})" if isinstance(line, str) else ""
         kind = str(error.get("type"))[:60]
         why = (" (a submission may import the standard library, numpy, keras, residual_keras and other installed "
                "packages; the grader's own files are out of its reach)" if kind == "PermissionError" else "")
@@ -85,7 +114,11 @@ def reason_for(run, limits, specs):
 
 
 def grade_file(path, *, seed, limits=Limits(), log_dir, site):
-    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running}.
+    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running, notes}.
+
+    `path`: a `.py` file or a notebook (its code cells, `submissions.py`); `notes`: what was dropped to make
+    a notebook Python (its magics), one line each. A file that cannot be graded also has `claimed`: the
+    exercise its text says it is (`claimed_exercise`), or None.
 
     `confinement`: what the file's process gave up before the file was imported ({confined: [...],
     abi, why}; runner.py, landlock.py), or None when it did not say (it was not graded, or ended first).
@@ -96,19 +129,24 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
     log_dir.mkdir(parents=True, exist_ok=True)
     report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
               "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt"),
-              "confinement": None, "left_running": 0}
-    number, problem = exercise_number(path)
+              "confinement": None, "left_running": 0, "notes": []}
+    submission = read_submission(path)
+    report["notes"] = list(submission.notes)
+    number, problem = exercise_number(submission)
     if number is None:
         for name in ("stdout", "stderr"):
             pathlib.Path(report[name]).write_text("")
         report["checks"] = [dataclasses.asdict(problem)]
         report["reason"] = f"not graded: {problem.detail}"
+        report["claimed"] = claimed_exercise(submission)
         return report
     exercise = BY_NUMBER[number]
     inputs = exercise.inputs(seed)
     with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
-        run = run_submission(path, number, exercise.probes, inputs, limits=limits, workdir=workdir, site=site,
-                             stdout=report["stdout"], stderr=report["stderr"])
+        run = run_submission(submission.source, number, exercise.probes, inputs, limits=limits, workdir=workdir,
+                             site=site, stdout=report["stdout"], stderr=report["stderr"],
+                             name=path.stem + ".py")
+    _in_cells(run, submission)
     confinement = next((event for event in run.events if event["event"] == "confinement"), None)
     if confinement is not None:
         report["confinement"] = {key: confinement.get(key) for key in ("confined", "abi", "why")}
@@ -164,4 +202,4 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
             return list(pool.map(one, enumerate(paths)))
 
 
-__all__ = ["exercise_number", "grade_file", "grade_files", "reason_for", "student_of"]
+__all__ = ["claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for", "student_of"]

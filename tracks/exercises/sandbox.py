@@ -140,14 +140,15 @@ def _status(text):
     return None
 
 
-def run_submission(path, number, probes, inputs, *, limits, workdir, site, stdout, stderr):
-    """Runs exercise `number`'s `probes` on the file `path` under a supervisor; returns a `ChildRun`."""
+def run_submission(source, number, probes, inputs, *, limits, workdir, site, stdout, stderr, name="submission.py"):
+    """Runs exercise `number`'s `probes` on the Python `source` (bytes), as the file `name`, under a
+    supervisor; returns a `ChildRun`."""
     workdir = pathlib.Path(workdir).resolve()
     files = workdir / "work"  # the child's working folder; the request and results sit in it
     files.mkdir(parents=True, exist_ok=True)
     request, results = files / "request.json", files / "results.jsonl"
-    copy = files / pathlib.Path(path).name  # the child reads this copy: the class folder is out of its reach
-    copy.write_bytes(pathlib.Path(path).read_bytes())
+    copy = files / pathlib.Path(name).name  # the child reads this copy: the class folder is out of its reach
+    copy.write_bytes(source)
     request.write_text(json.dumps({"file": str(copy), "exercise": number, "probes": list(probes), "inputs": inputs,
                                    "results": str(results), "hidden": hidden_folders()}))
     config = {"request": str(request), "workdir": str(files), "stdout": str(stdout), "stderr": str(stderr),
