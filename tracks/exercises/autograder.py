@@ -35,10 +35,9 @@ import time
 import traceback
 import zipfile
 
-from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
+from tracks.exercises.catalogue import BY_NUMBER
 
 CONFIG = "autograder.json"
-VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu):
@@ -138,7 +137,8 @@ def _repacked_wheel(folder):
             wheel.writestr(name, data)
             records.append([name, _record_hash(data), str(len(data))])
         if not any(name == f"{info}/WHEEL" for name, _, _ in records):
-            data = b"Wheel-Version: 1.0\nGenerator: residual_keras autograder\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            data = (b"Wheel-Version: 1.0\nGenerator: residual_keras autograder\nRoot-Is-Purelib: true\n"
+                    b"Tag: py3-none-any\n")
             wheel.writestr(f"{info}/WHEEL", data)
             records.append([f"{info}/WHEEL", _record_hash(data), str(len(data))])
         lines = io.StringIO()

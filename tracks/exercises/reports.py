@@ -33,7 +33,7 @@ def exercise_number(path):
         return None, Check("the file can be graded", False, submission.problem,
                            "hand in the .py file or the notebook (.ipynb) you worked in, saved from Jupyter")
     try:
-        tree = ast.parse(submission.source, filename=str(path))
+        tree = ast.parse(submission.source, filename="submission")
     except SyntaxError as error:
         where = submission.where(error.lineno)
         where = f"line {where}" if isinstance(where, int) else where

@@ -20,7 +20,6 @@ import pathlib
 import re
 
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
-from tracks.exercises.exercise import required
 
 MISSING = "missing"
 
