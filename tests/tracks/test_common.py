@@ -406,3 +406,34 @@ def test_outcome_lines_and_throughput():
     assert describe_outcome(ModelResult("m", "v", 1, diverged=True)) == "diverged"  # where is not known
     history = [{"seconds": 10.0}, {"seconds": 2.0}, {"seconds": 2.0}, {"seconds": 4.0}]
     assert throughput(history, 100) == pytest.approx(50.0)
+
+
+@pytest.mark.parametrize("flags, expected", [("fpu avx512f avx512_bf16 avx512_vnni", True),
+                                             ("fpu avx512f amx_bf16 amx_tile", True),
+                                             ("fpu avx2 avx512f avx512_vnni", False), (None, False)])
+def test_the_cpus_bfloat16_instructions_are_read_without_tensorflow(tmp_path, flags, expected):
+    from tracks.common.process_setup import cpu_has_bf16
+
+    cpuinfo = tmp_path / "cpuinfo"
+    if flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\n")
+    assert cpu_has_bf16(str(cpuinfo)) is expected
+
+
+@pytest.mark.parametrize("track_gains, cpu_has, expected", [(True, True, "bf16"), (True, False, "fp32"),
+                                                            (False, True, "fp32")])
+def test_precision_auto_on_a_cpu_is_bf16_where_the_cpu_has_it_and_the_track_gains(monkeypatch, track_gains,
+                                                                                  cpu_has, expected):
+    import keras
+
+    from tracks.common import device_setup
+
+    monkeypatch.setattr(device_setup, "_gpu_details", lambda: [])
+    monkeypatch.setattr(device_setup, "cpu_has_bf16", lambda: cpu_has)
+    try:
+        runtime = device_setup.setup_runtime("auto", "off", cpu_bf16=track_gains)
+        assert runtime.precision == expected
+        assert keras.config.dtype_policy().name == ("mixed_bfloat16" if expected == "bf16" else "float32")
+        assert device_setup.setup_runtime("fp32", "off", cpu_bf16=track_gains).precision == "fp32"  # typed: kept
+    finally:
+        keras.config.set_dtype_policy("float32")

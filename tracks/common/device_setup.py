@@ -2,7 +2,8 @@
 
 Defaults follow measurement and the known Keras pitfalls: XLA (`jit_compile=True`) on GPUs; bfloat16 mixed
 precision on GPUs that support it (compute capability >= 8.0); on a CPU the
-track says whether XLA is faster, and whether TensorFlow's graph optimizer
+track says whether bfloat16 is faster where the CPU has instructions for it
+(AVX512_BF16 or AMX: benchmarks/NOTES.md, issue 53), whether XLA is faster, and whether TensorFlow's graph optimizer
 (Grappler) is worth its time: on a small model's few hundred steps it is not
 (a 20-layer MLP of 32 units: the first call of its training step 13.5 s with
 Grappler, 7.3 s without, later steps equally fast). `jit_compile="auto"` is
@@ -25,7 +26,7 @@ import keras
 import tensorflow as tf
 
 from tracks.common.config import STRATEGIES
-from tracks.common.process_setup import check_strategy, read_environment, thread_spinning
+from tracks.common.process_setup import check_strategy, cpu_has_bf16, read_environment, thread_spinning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,14 +130,17 @@ def _reduce_per_tensor(strategy):
 
 
 def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=False, cpu_graph_optimizer=True,
-                  seed=0, cpu_replicas=None):
+                  cpu_bf16=False, seed=0, cpu_replicas=None):
     """Seeds everything, sets the global dtype policy and returns the `Runtime`.
 
     Args:
-        precision: "auto" (bf16 on GPUs with compute capability >= 8), "bf16", "fp32".
+        precision: "auto" (bf16 on GPUs with compute capability >= 8, and on CPUs with AVX512_BF16 or AMX
+            where `cpu_bf16`), "bf16", "fp32".
         xla: "auto" (on for GPUs, `cpu_xla` on a CPU), "on", "off".
         strategy: "none", "mirrored", "multiworker".
         cpu_xla: the track's measured choice of XLA on a CPU.
+        cpu_bf16: the track's measured choice of bfloat16 on a CPU that has instructions for it
+            (`process_setup.cpu_has_bf16`, read without TensorFlow).
         cpu_graph_optimizer: the track's measured choice of Grappler on a CPU
             (always on with an accelerator). Set for the whole process, every
             run: a run after another track's gets its own track's choice.
@@ -156,7 +160,7 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
         bf16_ok = capability is not None and tuple(capability) >= (8, 0)
     else:
         device = f"CPU ({os.cpu_count()} cores)"
-        bf16_ok = False
+        bf16_ok = cpu_bf16 and cpu_has_bf16()
     if precision == "auto":
         precision = "bf16" if bf16_ok else "fp32"
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")

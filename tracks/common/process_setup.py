@@ -279,6 +279,24 @@ def native_log_filtered():
                 sys.stderr.flush()
 
 
+# The CPU instructions oneDNN uses for bfloat16 convolutions and matrix products: AVX512_BF16 (Intel Cooper
+# Lake and later, AMD Zen 4 and later) and AMX (Intel Sapphire Rapids and later), as Linux names them.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bf16(cpuinfo="/proc/cpuinfo"):
+    """True when the CPU has an instruction set for bfloat16 arithmetic (`BF16_CPU_FLAGS`), read without
+    TensorFlow from Linux's /proc/cpuinfo; False where that file is missing (macOS, Windows) or unreadable."""
+    try:
+        with open(cpuinfo) as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return any(flag in line.split() for flag in BF16_CPU_FLAGS)
+    except OSError:
+        return False
+    return False
+
+
 def configure_process(environment):
     """Sets up TensorFlow and Keras for the tracks in this process (see the module's docstring).
 

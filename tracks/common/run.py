@@ -95,7 +95,8 @@ def train_one_run(track, ctx):
 
     config, run, data = ctx.config, ctx.run, ctx.data
     runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
-                            cpu_xla=track.cpu_xla, cpu_graph_optimizer=track.cpu_graph_optimizer)
+                            cpu_xla=track.cpu_xla, cpu_graph_optimizer=track.cpu_graph_optimizer,
+                            cpu_bf16=track.cpu_bf16)
     ctx = ctx.replace(runtime=runtime)
     specs = track.parts.grid(config)
     announce(run, config, runtime, specs, estimate_seconds(track, ctx), data.description)

@@ -223,6 +223,9 @@ class Track:
     instrument_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # of at_initialisation
     prefetch: Optional[tuple] = None  # (TFDS name, the host it downloads from): `prefetch` downloads it
     cpu_xla: bool = False  # XLA on for the CPU under --xla auto (measured per track)
+    # bfloat16 under --precision auto on a CPU with AVX512_BF16 or AMX (measured per track): off for all three,
+    # slower at the CPU presets' widths (benchmarks/NOTES.md, issue 53)
+    cpu_bf16: bool = False
     cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: device_setup.py)
 
     @property
