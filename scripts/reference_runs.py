@@ -139,7 +139,8 @@ def language_table(run):
 def readme_results(_=None):
     rows = ["| reference run (quick preset, seed 0) | plain, 8 → 32 layers | residual, 8 → 32 layers |",
             "| --- | --- | --- |"]
-    for run, label in (("vision-cifar10-s0", "CIFAR-10 (12,000-image subset)"),
+    trained = json.loads((REFERENCE / "vision-cifar10-s0" / "config.json").read_text())["train_size"]
+    for run, label in (("vision-cifar10-s0", f"CIFAR-10 ({trained:,}-image subset)"),
                        ("vision-offline-s0", "synthetic images (the offline default)")):
         cells = []
         for variant in ("plain", "residual"):

@@ -97,7 +97,7 @@ def _started(argv, tmp_path):
 
 
 def test_a_presets_training_subset_and_batch_fit_a_small_image_folder(tmp_path, capsys, monkeypatch):
-    """The quick preset (12000 training images, batch 128) on a folder of 24: both lowered, one line each;
+    """The quick preset (6000 training images, batch 128) on a folder of 24: both lowered, one line each;
     typed, the same values are refused before any image is decoded or cached."""
     from test_vision_data import write_tree
 
@@ -107,7 +107,7 @@ def test_a_presets_training_subset_and_batch_fit_a_small_image_folder(tmp_path, 
     config, run, data = _started([*data_option, "--out", tmp_path / "run"], tmp_path)
     out = capsys.readouterr().out
     assert (config.train_size, config.batch_size, len(data.y_train)) == (24, 24, 24)
-    assert "--train-size: the preset's 12000 is more than the 24 training images of folder:" in out
+    assert "--train-size: the preset's 6000 is more than the 24 training images of folder:" in out
     assert "--batch-size: the preset's 128 is more than the 24 training images of folder:" in out
     assert json.loads((run.path / "config.json").read_text())["train_size"] == 24
     for typed, message in [(["--train-size", "100"], "--train-size 100 is more than the 24 training images"),

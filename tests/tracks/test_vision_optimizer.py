@@ -109,7 +109,7 @@ def test_the_summary_states_each_variants_recipe():
     assert "fixup" not in recipe_line(dataclasses.replace(grouped, variants=("plain-nonorm",)))
     assert "fixup" not in recipe_line(dataclasses.replace(grouped, fixup_groups=False))
     assert "clipped" not in recipe_line(PRESETS["quick"])
-    assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(PRESETS["quick"])
+    assert "lr 0.1 (cosine, 92 warm-up steps)" in recipe_line(PRESETS["quick"])
 
 
 @pytest.mark.parametrize("variant", ["fixup", "residual"])  # FixupSGD and Keras' SGD
