@@ -358,3 +358,19 @@ def test_the_autograder_command_refuses_bad_input_in_one_line(tmp_path, capsys, 
     code, out, err = run_cli(tracks_main, ["autograder", *argv], capsys)
     assert code == 2 and err.count("\n") == 1 and message.format(tmp=tmp_path) in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.zip"]
+
+
+def test_a_file_too_large_or_too_deep_for_the_grader_is_refused_unread_or_unparsed(tmp_path):
+    """The grader reads and parses a submission in its own process (to find EXERCISE = N): a huge file is
+    not read, and code nested past the parser's limit is a failed row, not a grader crash."""
+    from tracks.exercises import submissions
+    from tracks.exercises.reports import grade_file
+
+    huge = tmp_path / "ex5_huge.py"
+    huge.write_bytes(b"EXERCISE = 5\n" + b"#" * (submissions.MAX_SOURCE_BYTES + 1))
+    deep = tmp_path / "ex5_deep.ipynb"
+    deep.write_bytes(_notebook("EXERCISE = 5\nx = " + "(" * 5000 + "1" + ")" * 5000))
+    for path, reason in ((huge, "not graded: too large: 10.0 MiB"), (deep, "not graded: ")):
+        report = grade_file(path, seed=1, log_dir=tmp_path / "logs" / path.stem, site=None)
+        assert report["reason"].startswith(reason) and not report["passed"], report["reason"]
+        assert report["claimed"] == (5 if path is deep else None)

@@ -25,6 +25,10 @@ import re
 
 NOTEBOOK_SUFFIX = ".ipynb"
 SUFFIXES = (".py", NOTEBOOK_SUFFIX)
+# What the grader reads in its own process before any sandbox: a file larger than this is refused unread. A
+# notebook may carry its figures (base64 images), so it may be larger; its code may not.
+MAX_SOURCE_BYTES = 10 * 2**20
+MAX_NOTEBOOK_BYTES = 50 * 2**20
 # Cell magics whose cell is still Python: their first line is dropped, the rest is kept.
 PYTHON_CELL_MAGICS = ("time", "timeit", "capture", "prun")
 _SHELL_ASSIGNMENT = re.compile(r"^[\w.\[\], ]+=\s*[!%]")  # x = !ls, files = %sx ls
@@ -65,7 +69,12 @@ def is_submission(path):
 def read_submission(path):
     """The `Submission` of a `.py` file or a notebook (never raises for what the file holds)."""
     path = pathlib.Path(path)
+    limit = MAX_NOTEBOOK_BYTES if path.suffix == NOTEBOOK_SUFFIX else MAX_SOURCE_BYTES
     try:
+        size = path.stat().st_size
+        if size > limit:
+            return Submission(problem=f"too large: {size / 2**20:.1f} MiB (the grader reads at most "
+                                      f"{limit / 2**20:.0f} MiB of a {path.suffix} file)")
         data = path.read_bytes()
     except OSError as error:
         return Submission(problem=f"cannot be read: {error.strerror}")
@@ -116,7 +125,7 @@ def _python_lines(number, source, notes):
     try:
         ast.parse("\n".join(lines))
         return lines  # Python as it is (a line may start with % as a continued modulo)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the grader's parse says why, later
         pass
     kept = []
     for line in lines:
@@ -148,7 +157,11 @@ def notebook_submission(data):
         for line in lines:
             text.append(line)
             cells.append((number, first))
-    return Submission(source=("\n".join(text) + "\n").encode("utf-8"), notes=tuple(notes), cells=tuple(cells))
+    source = ("\n".join(text) + "\n").encode("utf-8")
+    if len(source) > MAX_SOURCE_BYTES:
+        return Submission(problem=f"too large: its code is {len(source) / 2**20:.1f} MiB (the grader reads at most "
+                                  f"{MAX_SOURCE_BYTES / 2**20:.0f} MiB of code)")
+    return Submission(source=source, notes=tuple(notes), cells=tuple(cells))
 
 
 __all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "is_submission", "notebook_submission", "read_submission"]
