@@ -12,7 +12,8 @@ Warm-up steps (including compilation) are timed separately and left out.
 
 With `--peers`, the PyTorch eager scripts in ../shared/bench (or
 --peer-dir) and the same models under `torch.compile`
-(benchmarks/torch_compiled_peer.py) run in subprocesses between our timed
+(benchmarks/torch_compiled_peer.py; with `--precision bf16` both peers run
+there under `torch.autocast` to bfloat16) run in subprocesses between our timed
 segments: ours, eager, compiled, ours, eager, compiled, ... so all see the
 same machine state; each ratio reported is the median over the rounds. The
 peers use a fixed in-memory batch and no input pipeline; ours includes the
@@ -147,10 +148,13 @@ def _spe(args):
     return {} if args.steps_per_execution is None else {"steps_per_execution": args.steps_per_execution}
 
 
-def run_peer(script, args, name, compiled=False):
-    """(rate, compile seconds or None) of one peer run in a subprocess."""
-    if compiled:
+def run_peer(script, args, name, compiled=False, bf16=False):
+    """(rate, compile seconds or None) of one peer run in a subprocess; `bf16`: under bfloat16 autocast,
+    like with like when ours runs in mixed_bfloat16 (the eager scripts have no autocast: their step is run by
+    torch_compiled_peer.py --eager)."""
+    if compiled or bf16:
         command = [sys.executable, str(COMPILED_PEER), name, "--peer-dir", args.peer_dir]
+        command += ([] if compiled else ["--eager"]) + (["--autocast", "bf16"] if bf16 else [])
     else:
         command = [sys.executable, str(pathlib.Path(args.peer_dir) / script)]
     command += ["--threads", str(args.threads)]
@@ -219,18 +223,19 @@ def measure(name, args, peers_available):
         return steps * units_per_step / (time.perf_counter() - start)
 
     rounds = args.pairs if with_peer or args.competing else min(args.pairs, 2)  # no ratio: 2 segments do
+    bf16 = runtime.precision == "bf16"  # the peers under bfloat16 autocast: like with like
     for _ in range(rounds):
         ours.append(segment())
         if with_peer:
-            eager.append(run_peer(peer, args, name)[0])
-            rate, seconds = run_peer(peer, args, name, compiled=True)
+            eager.append(run_peer(peer, args, name, bf16=bf16)[0])
+            rate, seconds = run_peer(peer, args, name, compiled=True, bf16=bf16)
             compiled.append(rate)
             compile_seconds_peer.append(seconds)
         if args.competing:
             with Competitors(args.competing):
                 ours_loaded.append(segment())
                 if with_peer:
-                    eager_loaded.append(run_peer(peer, args, name)[0])
+                    eager_loaded.append(run_peer(peer, args, name, bf16=bf16)[0])
     rate = statistics.median(ours)
     result = {
         "model": name,

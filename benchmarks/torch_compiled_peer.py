@@ -1,7 +1,8 @@
-"""The PyTorch peers of ../shared/bench, with the model wrapped in `torch.compile`.
+"""The PyTorch peers of ../shared/bench, with the model wrapped in `torch.compile`, or under bfloat16 autocast.
 
     python benchmarks/torch_compiled_peer.py resnet20 --threads 2 --steps 20
     python benchmarks/torch_compiled_peer.py chargpt --threads 2 --steps 150
+    python benchmarks/torch_compiled_peer.py resnet20 --eager --autocast bf16   # like with like for our bf16
 
 The model classes come from the eager peer scripts themselves (imported from
 --peer-dir), and the training step is the eager scripts' step: the same batch
@@ -9,9 +10,14 @@ The model classes come from the eager peer scripts themselves (imported from
 difference is `model = torch.compile(model)` (inductor, default mode), what a
 PyTorch user picks for speed. Compilation happens in the warm-up steps and is
 reported apart (`compile_s`); inductor caches compiled graphs on disk, so a
-second process compiles faster than the first.
+second process compiles faster than the first. `--eager` leaves the model
+uncompiled (the eager script's step, for `--autocast`); `--autocast bf16`
+runs the forward pass and the loss under `torch.autocast("cpu",
+dtype=torch.bfloat16)`, PyTorch's counterpart of Keras' `mixed_bfloat16`
+(float32 weights, bfloat16 matrix products and convolutions).
 
-Prints one JSON line, as the eager peers do, with "peer": "torch-compile".
+Prints one JSON line, as the eager peers do, with "peer": "torch-compile"
+or "torch-eager" (and "autocast").
 """
 
 import argparse
@@ -32,8 +38,11 @@ def load_peer_module(peer_dir, model):
     return module
 
 
-def training_step(model_name, module, batch_size):
-    """(step function, units per step): the eager peer's step, its model compiled."""
+def training_step(model_name, module, batch_size, compile_model=True, autocast=None):
+    """(step function, units per step): the eager peer's step, its model compiled unless not `compile_model`,
+    under `torch.autocast` to `autocast` ("bf16") when given."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
@@ -51,12 +60,16 @@ def training_step(model_name, module, batch_size):
         x = torch.randint(0, vocab, (batch_size, block))
         y = torch.randint(0, vocab, (batch_size, block))
         units = batch_size * block
-    compiled = torch.compile(model)
+    compiled = torch.compile(model) if compile_model else model
+
+    def cast():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if autocast == "bf16" else contextlib.nullcontext()
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        logits = compiled(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with cast():
+            logits = compiled(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         optimizer.step()
 
@@ -71,6 +84,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps, compilation included")
     parser.add_argument("--threads", type=int, default=0, help="0 = torch default")
+    parser.add_argument("--eager", action="store_true", help="no torch.compile: the eager peer's step")
+    parser.add_argument("--autocast", choices=("none", "bf16"), default="none")
     args = parser.parse_args(argv)
 
     import torch
@@ -78,7 +93,8 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     batch_size = args.batch_size or (128 if args.model == "resnet20" else 12)
-    step, units = training_step(args.model, load_peer_module(args.peer_dir, args.model), batch_size)
+    step, units = training_step(args.model, load_peer_module(args.peer_dir, args.model), batch_size,
+                                compile_model=not args.eager, autocast=None if args.autocast == "none" else args.autocast)
     start = time.perf_counter()
     for _ in range(args.warmup):
         step()
@@ -89,7 +105,7 @@ def main(argv=None):
     seconds = time.perf_counter() - start
     unit = "images" if args.model == "resnet20" else "tokens"
     print(json.dumps({
-        "peer": "torch-compile", "model": args.model, "batch_size": batch_size, "steps": args.steps,
+        "peer": "torch-eager" if args.eager else "torch-compile", "autocast": args.autocast, "model": args.model, "batch_size": batch_size, "steps": args.steps,
         "seconds": round(seconds, 3), f"{unit}_per_s": round(args.steps * units / seconds, 1),
         "compile_s": round(compile_seconds, 1), "threads": torch.get_num_threads(),
         "torch": torch.__version__,
