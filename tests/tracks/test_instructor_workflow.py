@@ -374,3 +374,11 @@ def test_a_file_too_large_or_too_deep_for_the_grader_is_refused_unread_or_unpars
         report = grade_file(path, seed=1, log_dir=tmp_path / "logs" / path.stem, site=None)
         assert report["reason"].startswith(reason) and not report["passed"], report["reason"]
         assert report["claimed"] == (5 if path is deep else None)
+
+
+def test_check_grades_a_notebook_and_says_what_it_dropped(tmp_path, capsys):
+    notebook = tmp_path / "ex5_bounds.ipynb"
+    notebook.write_text(as_notebook((SOLUTIONS / "ex5_bounds.py").read_text()))
+    code, out, err = run_cli(tracks_main, ["check", notebook, "--seed", "3"], capsys)
+    assert code == 0 and out.count("PASS") == 4 and "FAIL" not in out, out
+    assert out.count("  note: cell ") == MAGIC_NOTES and "dropped '%pip install --quiet numpy'" in out

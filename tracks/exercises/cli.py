@@ -79,6 +79,8 @@ def print_report(report):
     print(f"  {passed} of {len(checks)} checks passed"
           + (f", and {sum(check['passed'] for check in extras)} of {len(extras)} optional" if extras else "")
           + f" ({report['seconds']} s)" + (f"; {report['reason']}" if stopped else ""))
+    for note in report.get("notes", []):  # what was dropped from a notebook to make it Python
+        print(f"  note: {note}")
     if report.get("stdout"):  # what the file printed (its stderr, with TensorFlow's lines, is in --json)
         print("  your file printed:\n" + "\n".join("    | " + line for line in report["stdout"].splitlines()[-20:]))
     print()
