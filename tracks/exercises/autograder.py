@@ -35,7 +35,7 @@ import time
 import traceback
 import zipfile
 
-from tracks.exercises.catalogue import BY_NUMBER
+from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 
 CONFIG = "autograder.json"
 
@@ -218,8 +218,7 @@ def results(reports, config, seed, seconds):
                                                                            if len(entry.reports) > 1 else "")
                          + (f"; {best['reason']}" if best["reason"] else "")
                          + "".join(f"\n  note: {note}" for note in best.get("notes", [])))
-        checks = dict(zip([spec.key for spec in BY_NUMBER[number].checks], best["checks"])) \
-            if best and best["exercise"] else {}
+        checks = checks_by_key(best) if best else {}
         for spec in BY_NUMBER[number].checks:
             if not spec.optional:
                 tests.append(_test(number, spec, checks.get(spec.key), scores.of(number, spec.key),

@@ -23,4 +23,14 @@ EXERCISES = tuple(module.EXERCISE for module in (ex1_residual_layer, ex2_identit
                                                   ex4_two_block_jacobian, ex5_bounds, ex6_paths))
 BY_NUMBER = {exercise.number: exercise for exercise in EXERCISES}
 
-__all__ = ["BY_NUMBER", "EXERCISES", "Exercise"]
+
+
+def checks_by_key(report):
+    """{check key: its verdict} of a file's report (a report's `checks` are in its exercise's order); {} for a
+    file that is no exercise."""
+    if not report["exercise"]:
+        return {}
+    return dict(zip((spec.key for spec in BY_NUMBER[report["exercise"]].checks), report["checks"]))
+
+
+__all__ = ["BY_NUMBER", "EXERCISES", "Exercise", "checks_by_key"]

@@ -21,7 +21,7 @@ import secrets
 import sys
 import time
 
-from tracks.exercises.catalogue import BY_NUMBER
+from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.exercise import required
 from tracks.exercises.submissions import SUFFIXES
 
@@ -53,8 +53,7 @@ def write_csv(path, rows, reports):
         writer.writerow(["student", "file", "exercise", *(name for _, _, name in header), "total", "reason",
                          "notes"])
         for row, report in zip(rows, reports):
-            keys = ([spec.key for spec in BY_NUMBER[report["exercise"]].checks] if report["exercise"] else [])
-            results = dict(zip(keys, report["checks"]))
+            results = checks_by_key(report)
             cells = [("pass" if results[key]["passed"] else "fail") if number == report["exercise"] else ""
                      for number, key, _ in header]
             checks = required(report["checks"])  # the total counts what a file must pass

@@ -36,7 +36,6 @@ def exercise_number(path):
         tree = ast.parse(submission.source, filename="submission")
     except SyntaxError as error:
         where = submission.where(error.lineno)
-        where = f"line {where}" if isinstance(where, int) else where
         hint = ("run the notebook's cells to see the error" if submission.is_notebook
                 else "run it with python FILE to see the error")
         return None, Check("the file imports", False, f"SyntaxError: {where}: {error.msg}", hint)

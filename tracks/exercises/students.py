@@ -19,7 +19,7 @@ import math
 import pathlib
 import re
 
-from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
+from tracks.exercises.catalogue import BY_NUMBER, EXERCISES, checks_by_key
 
 MISSING = "missing"
 
@@ -43,11 +43,7 @@ class Scores:
 
     def earned(self, report):
         """The points of the required checks `report` passed (0 for a file that is no exercise)."""
-        number = report["exercise"]
-        if not number:
-            return 0.0
-        keys = [spec.key for spec in BY_NUMBER[number].checks]
-        return sum(self.of(number, key) for key, check in zip(keys, report["checks"])
+        return sum(self.of(report["exercise"], key) for key, check in checks_by_key(report).items()
                    if check["passed"] and not check.get("optional"))
 
 
@@ -203,9 +199,7 @@ def feedback(student, entries, others, scores, exercises=None):
             if len(entry.reports) > 1:
                 heading += " (counted: the best of your files)" if report is best else " (not counted)"
             lines += [heading, ""]
-            if report["exercise"]:
-                keys = [spec.key for spec in exercise.checks]
-                lines += [_check_line(check, scores.of(number, key)) for key, check in zip(keys, report["checks"])]
+            lines += [_check_line(check, scores.of(number, key)) for key, check in checks_by_key(report).items()]
             if report["reason"] and not report["reason"][0].isdigit():
                 lines += ["", f"Why it stopped: {report['reason']}"]
             lines += [f"- note: {note}" for note in report.get("notes", [])]

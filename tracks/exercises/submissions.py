@@ -51,11 +51,11 @@ class Submission:
     problem: str = None
 
     def where(self, line):
-        """A line of `source` as the student knows it: 12 in a file, "cell 3, line 2" in a notebook."""
-        if not isinstance(line, int) or self.cells is None or not 1 <= line <= len(self.cells):
-            return line
+        """A line of `source` as the student knows it: "line 12" in a file, "cell 3, line 2" in a notebook."""
+        if self.cells is None or not isinstance(line, int) or not 1 <= line <= len(self.cells):
+            return f"line {line}"
         cell, first = self.cells[line - 1]
-        return f"cell {cell}, line {line - first + 1}" if cell else line
+        return f"cell {cell}, line {line - first + 1}" if cell else f"line {line}"
 
     @property
     def is_notebook(self):

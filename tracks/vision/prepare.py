@@ -7,6 +7,7 @@ comes first); the data modules load when `load_data` is called.
 import dataclasses
 import types
 
+from tracks.common.config import option_name
 from tracks.common.limits import Estimate
 
 # The rate of ResNet-20 (width 16), images/s, behind the estimate printed before training;
@@ -37,8 +38,8 @@ def load_data(ctx):
         fits = _fit_to_images(config, ctx.given, available, ctx.trains)
         counts = types.SimpleNamespace(y_train=range(fits.get("train_size", config.train_size) or available),
                                        y_test=range(test_count), name=config.data)
-        batch = {key: fits[key] for key in fits if key == "batch_size"}
-        check(ctx.replace(config=dataclasses.replace(config, **batch), data=counts))  # a typed batch first
+        batch = fits.get("batch_size", config.batch_size)
+        check(ctx.replace(config=dataclasses.replace(config, batch_size=batch), data=counts))  # a typed batch first
         fitted = dataclasses.replace(config, **fits)
         refuse_given_samples(sample_limits(ctx.replace(config=fitted, data=counts)), fitted, ctx.given)
         return fitted.train_size
@@ -67,8 +68,7 @@ def fit_defaults(ctx, given):
     config, data = ctx.config, ctx.data
     changes = _fit_to_images(config, given, len(data.y_train), ctx.trains)
     for field, value in changes.items():
-        option = "--" + field.replace("_", "-")
-        ctx.log(f"{option}: the preset's {getattr(config, field)} is more than the {len(data.y_train)} training "
+        ctx.log(f"{option_name(field)}: the preset's {getattr(config, field)} is more than the {len(data.y_train)} training "
                 f"images of {data.name}; using {value}")
     return changes
 
