@@ -152,9 +152,15 @@ def build_wheel(folder):
     root = _project_root()
     if root is None:
         return _repacked_wheel(folder)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(folder), str(root)], check=True, capture_output=True, timeout=600)
-    return next(pathlib.Path(folder).glob("residual_keras-*.whl"))
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(root)]
+    # First with this environment's setuptools (offline, a second); a fresh environment may lack the version
+    # pyproject.toml's build-system asks for, and pip then builds in an isolated one it installs it into.
+    for isolation in (["--no-build-isolation"], []):
+        built = subprocess.run(command + isolation, capture_output=True, text=True, timeout=600)
+        if built.returncode == 0:
+            return next(pathlib.Path(folder).glob("residual_keras-*.whl"))
+    last = (built.stderr.strip().splitlines() or ["no output"])[-1][:200]
+    raise RuntimeError(f"pip could not build the wheel of {root}: {last}")
 
 
 def build(out, exercises, scores):

@@ -196,7 +196,10 @@ def _autograder(rest):
     out.parent.mkdir(parents=True, exist_ok=True)
     print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
           file=sys.stderr, flush=True)
-    build(out, exercises, scores)
+    try:
+        build(out, exercises, scores)
+    except RuntimeError as error:
+        return _fail(str(error))
     possible = sum(scores.possible(number) for number in exercises)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): setup.sh, run_autograder, autograder.json and the "
           f"wheel; {possible:g} points. Upload it as the assignment's autograder (docs/grading.md, "
