@@ -181,6 +181,16 @@ PRESETS = {
         preset="quick", depths=(8, 32), width=8, epochs=8, train_size=6000, curve_eval_size=1000,
         learning_rate=0.1, schedule="cosine", warmup_steps=92, lesion_images=500, landscape_steps=9,
     ),
+    # He et al.'s own depths, 20 and 56, on a CPU in under 30 minutes (issue 53; its measured
+    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10 and 2 of the
+    # offline set (docs/experiments/vision.md). The quick recipe, longer: 20 epochs of
+    # 12,000 images, warm-up over the first 2 (186 steps). Width 8, not the paper's 16,
+    # and float32: the CPU budget (width 16 costs twice the time; bfloat16 is 2.4 times
+    # slower than float32 at width 8 on this kind of CPU, benchmarks/NOTES.md).
+    "class": VisionConfig(
+        preset="class", depths=(20, 56), width=8, epochs=20, train_size=12000, curve_eval_size=1000,
+        learning_rate=0.1, schedule="cosine", warmup_steps=186, lesion_images=500, landscape_steps=9,
+    ),
     # The course's deepest claim, trained: which depth-56 nets train without
     # BatchNorm (docs/experiments/vision.md, issues 25 and 41). He-initialised plain and
     # residual stacks next to Fixup and the zero-initialised pre-activation
