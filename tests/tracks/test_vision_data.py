@@ -6,7 +6,6 @@ image folders are written with PIL into tmp_path, and the decode cache goes
 to tmp_path through $RESIDUAL_KERAS_CACHE.
 """
 
-import itertools
 import os
 
 import numpy as np
@@ -95,25 +94,6 @@ def test_synthetic_is_deterministic_balanced_and_seed_dependent():
     assert (x.reshape(300, -1).std(axis=1) > 10).all()
     class_means = np.stack([x[y == c].mean() for c in range(10)])
     assert 60 < class_means.min() and class_means.max() < 200
-
-
-def test_synthetic_classes_need_both_the_texture_and_the_shape():
-    # Issue 53: a class is a texture in a compact window or in another, so that the texture
-    # alone leaves 2 classes open and the shape decides (the first set's one pattern per
-    # class was told by texture alone, and learnt to a floor of 2.5-2.9% at depth 20).
-    from tracks.vision.data.synthetic import SHAPES, SYNTHETIC_CLASSES, TEXTURES
-
-    pairs = [pair for pairs in SYNTHETIC_CLASSES for pair in pairs]
-    assert len(SYNTHETIC_CLASSES) == 10 and all(len(pairs) == 2 for pairs in SYNTHETIC_CLASSES)
-    assert sorted(pairs) == sorted(itertools.product(TEXTURES, SHAPES))  # each pair once
-    for texture in TEXTURES:  # a texture alone leaves 2 classes open
-        assert sum(any(t == texture for t, _ in pairs) for pairs in SYNTHETIC_CLASSES) == 2
-    for shape in SHAPES:  # a shape alone 5
-        assert sum(any(s == shape for _, s in pairs) for pairs in SYNTHETIC_CLASSES) == 5
-    for pairs in SYNTHETIC_CLASSES:  # a class's windows are both compact or both not
-        assert {shape for _, shape in pairs} in ({"disc", "square"}, {"plus", "triangle"})
-    for pairs, name in zip(SYNTHETIC_CLASSES, SYNTHETIC_CLASS_NAMES):
-        assert name.startswith(pairs[0][0]) and all(shape in name for _, shape in pairs)
 
 
 def test_synthetic_load_defaults_split_and_normalisation_statistics():

@@ -5,34 +5,18 @@ The images have natural-image statistics where they matter for training
 objects lighter or darker than the background): a deep post-activation net
 at lr 0.1 dies on flat, uncorrelated colours where it survives CIFAR-10
 (docs/experiments/vision.md). A flip or a shift never changes a class.
-
-How hard the set is follows one principle (issue 53): like CIFAR-10, a
-class can be half told by texture, which nets learn first, and told fully
-only by shape, which they learn later (Geirhos et al. 2019 found ImageNet
-nets biased towards texture). Each class is one texture seen through a
-window of one of two shapes (`SYNTHETIC_CLASSES`): compact (a disc or a
-square) or not (a plus or a triangle). The texture leaves 2 classes open;
-the window's shape decides between them. The first generator's classes were
-one pattern each, told by texture alone: the 20-layer residual net learnt
-them to 2.5-2.9% training error, where on CIFAR-10 it stays at 27%, and the
-56-layer net had nothing left to win (docs/experiments/vision.md).
 """
 
 import numpy as np
 
-TEXTURES = ("horizontal_stripes", "vertical_stripes", "checkerboard", "rings", "dots")
-SHAPES = ("disc", "square", "plus", "triangle")
-# Each class: one texture in one of two windows, compact or not. Every one of the
-# 5 x 4 (texture, shape) pairs is used once; a texture is in 2 classes, a shape in 5.
-# A flip or a shift changes none of them (the training augmentation keeps labels).
-SYNTHETIC_CLASSES = tuple(
-    ((texture, first), (texture, second))
-    for texture in TEXTURES
-    for first, second in (("disc", "square"), ("plus", "triangle"))
-)
-SYNTHETIC_CLASS_NAMES = tuple(
-    f"{texture} in {first} or {second}" for (texture, first), (_, second) in SYNTHETIC_CLASSES
-)
+# A flip or a shift never changes the class of any of these (the training
+# augmentation must not change labels), so "rising" and "falling" diagonals
+# are one class.
+SYNTHETIC_CLASS_NAMES = (
+    "horizontal_stripes", "vertical_stripes", "diagonal_stripes",
+    "checkerboard", "concentric_rings", "dot_grid",
+    "solid_disc", "square_outline", "plus_sign", "triangle",
+)  # fmt: skip
 SYNTHETIC_TRAIN_EXAMPLES = 10_000
 SYNTHETIC_TEST_EXAMPLES = 2_000
 
@@ -44,16 +28,15 @@ def make_synthetic_images(
     train_examples=SYNTHETIC_TRAIN_EXAMPLES,
     test_examples=SYNTHETIC_TEST_EXAMPLES,
 ):
-    """(x_train, y_train, x_test, y_test, class_names): 10 classes of texture and window shape.
+    """(x_train, y_train, x_test, y_test, class_names): 10 classes of pattern.
 
-    Each image is one texture from `TEXTURES` seen through a window of one
-    shape from `SHAPES`; which pair an image of a class shows is drawn at
-    random from the class's two in `SYNTHETIC_CLASSES`. Position, size and
-    rotation of the window, and period, phase and contrast (lighter or
-    darker than the background) of the texture are random (stripes keep
-    their orientation within 12 degrees). The background is shaded and
-    textured, of natural-image-like colour (channels correlated, brightness
-    dominant), with three soft blobs of light or shadow, plus pixel noise.
+    Each image is one pattern from `SYNTHETIC_CLASS_NAMES` (textures inside a
+    disc or square window, or an outlined/solid shape) with a random position,
+    size, rotation (stripes: within 12 degrees of their orientation),
+    period, phase and contrast (lighter or darker than the background), over
+    a shaded, textured background of natural-image-like colour (channels
+    correlated, brightness dominant) with three soft blobs of light or
+    shadow, plus pixel noise.
     Classes are exactly balanced; the same seed gives identical arrays.
     """
     train_rng, test_rng = np.random.default_rng([seed, 100]), np.random.default_rng([seed, 101])
@@ -63,7 +46,7 @@ def make_synthetic_images(
 
 
 def _synthetic_split(rng, count, size):
-    num_classes = len(SYNTHETIC_CLASSES)
+    num_classes = len(SYNTHETIC_CLASS_NAMES)
     labels = rng.permutation(np.arange(count) % num_classes).astype(np.int32)
     images = np.empty((count, size, size, 3), np.uint8)
     for start in range(0, count, 1000):  # chunks keep the float temporaries in cache
@@ -77,11 +60,6 @@ def _sharp(values, softness):
     return 1.0 / (1.0 + np.exp(-values / softness))
 
 
-# (class, which of its two pairs) -> texture and shape index, as arrays for numpy indexing.
-_PAIR_TEXTURE = np.array([[TEXTURES.index(t) for t, _ in pairs] for pairs in SYNTHETIC_CLASSES])
-_PAIR_SHAPE = np.array([[SHAPES.index(s) for _, s in pairs] for pairs in SYNTHETIC_CLASSES])
-
-
 def _synthetic_chunk(rng, labels, size):
     n = len(labels)
     f32 = np.float32
@@ -93,49 +71,54 @@ def _synthetic_chunk(rng, labels, size):
         value = rng.uniform(low, high, shape).astype(f32)
         return value.reshape(shape + (1, 1)) if shape == (n,) else value
 
-    def rotated(angle_degrees, centre_x, centre_y):
-        """Coordinates along (u) and across (v) an axis at the given angle."""
-        angle = np.deg2rad(angle_degrees).astype(f32).reshape(n, 1, 1)
-        dx, dy = xx - centre_x, yy - centre_y  # (n, S, S) after broadcasting
-        return dx * np.cos(angle) + dy * np.sin(angle), -dx * np.sin(angle) + dy * np.cos(angle)
-
-    pair = rng.integers(0, 2, n)
-    texture, shape = _PAIR_TEXTURE[labels, pair], _PAIR_SHAPE[labels, pair]
     centre_x, centre_y = draw(10, 22), draw(10, 22)
-    radius = draw(7, 12)
-    period = draw(3.5, 6.5)
+    radius = draw(6, 12)
+    period = draw(3.5, 7.0)
     phase = draw(0, 2 * np.pi)
+    # Orientation: stripes keep theirs (+-12 degrees); everything else is random.
+    base_angle = np.array([0, 90, 45, 0, 0, 0, 0, 0, 0, 0], f32)[labels]
+    base_angle = np.where(labels == 2, base_angle + 90 * rng.integers(0, 2, n), base_angle)
+    angle = np.where(labels <= 2, base_angle + rng.uniform(-12, 12, n), rng.uniform(0, 360, n))
+    angle = np.deg2rad(angle).astype(f32).reshape(n, 1, 1)
+    # Local coordinates: u along the pattern's axis, v across it.
+    dx, dy = xx - centre_x, yy - centre_y  # (n, S, S) after broadcasting
+    u = dx * np.cos(angle) + dy * np.sin(angle)
+    v = -dx * np.sin(angle) + dy * np.cos(angle)
+    distance = np.sqrt(u * u + v * v)
+    square_distance = np.maximum(np.abs(u), np.abs(v))
+    wave = 2 * np.pi / period
 
-    # The window: its own random rotation, so its angle says nothing of the texture's.
-    u, v = rotated(rng.uniform(0, 360, n), centre_x, centre_y)
-    arm = 0.4 * radius  # half the width of a plus's bars
-    inside = np.stack([
-        radius - np.sqrt(u * u + v * v),  # disc
-        0.85 * radius - np.maximum(np.abs(u), np.abs(v)),  # square, about the disc's area
-        np.maximum(np.minimum(arm - np.abs(v), radius - np.abs(u)),  # plus
-                   np.minimum(arm - np.abs(u), radius - np.abs(v))),
-        0.6 * radius - np.maximum.reduce([u * np.cos(a) + v * np.sin(a) for a in (0.0, 2.0944, 4.1888)]),
-    ])[shape, np.arange(n)]  # triangle: inside three half-planes 120 degrees apart
-    window = _sharp(inside, 0.6)
-
-    # The texture: stripes keep their orientation (+-12 degrees); the others turn freely.
-    base_angle = np.array([0, 90, 0, 0, 0], f32)[texture]
-    angle = np.where(texture <= 1, base_angle + rng.uniform(-12, 12, n), rng.uniform(0, 360, n))
-    u, v = rotated(angle, centre_x, centre_y)
-    k = 2 * np.pi / period
-    patterns = (
-        lambda: _sharp(np.sin(k * v + phase), 0.25),  # horizontal / vertical stripes: vary across the axis
-        lambda: _sharp(np.sin(k * v + phase), 0.25),
-        lambda: _sharp(np.sin(k * u + phase) * np.sin(k * v + phase), 0.15),  # checkerboard
-        lambda: _sharp(np.sin(k * np.sqrt(u * u + v * v) + phase), 0.25),  # rings
-        lambda: _sharp(np.cos(k * u + phase) * np.cos(k * v) - 0.4, 0.1),  # dots
-    )
+    # Textures live in a disc or square window, so the window is no clue.
+    window_distance = np.where(rng.random((n, 1, 1)) < 0.5, distance, square_distance)
+    window = _sharp(radius - window_distance, 0.7)
+    thickness = draw(1.2, 2.4)
     mask = np.zeros((n, size, size), f32)
-    for index, pattern in enumerate(patterns):
-        pick = texture == index
-        if pick.any():
-            mask[pick] = pattern()[pick]
-    mask *= window
+    for label in range(len(SYNTHETIC_CLASS_NAMES)):
+        pick = labels == label
+        if not pick.any():
+            continue
+        U, V, D, SD, W = u[pick], v[pick], distance[pick], square_distance[pick], window[pick]
+        k, p, r, t = wave[pick], phase[pick], radius[pick], thickness[pick]
+        if label <= 2:  # horizontal / vertical / diagonal stripes: vary along v
+            pattern = W * _sharp(np.sin(k * V + p), 0.25)
+        elif label == 3:  # checkerboard
+            pattern = W * _sharp(np.sin(k * U + p) * np.sin(k * V + p), 0.15)
+        elif label == 4:  # concentric rings
+            pattern = W * _sharp(np.sin(k * D + p), 0.25)
+        elif label == 5:  # dot grid
+            pattern = W * _sharp(np.cos(k * U + p) * np.cos(k * V) - 0.4, 0.1)
+        elif label == 6:  # solid disc
+            pattern = _sharp(0.8 * r - D, 0.6)
+        elif label == 7:  # square outline
+            pattern = _sharp(t - np.abs(SD - 0.8 * r), 0.5)
+        elif label == 8:  # plus sign
+            bar_u = np.minimum(t - np.abs(V), 0.9 * r - np.abs(U))
+            bar_v = np.minimum(t - np.abs(U), 0.9 * r - np.abs(V))
+            pattern = _sharp(np.maximum(bar_u, bar_v), 0.5)
+        else:  # triangle: inside three half-planes 120 degrees apart
+            edges = [U * np.cos(a) + V * np.sin(a) for a in (0.0, 2.0944, 4.1888)]
+            pattern = _sharp(0.45 * r - np.maximum(np.maximum(edges[0], edges[1]), edges[2]), 0.5)
+        mask[pick] = pattern
     # Colours and background resemble natural images, as CIFAR-10's do: the
     # channels move together (brightness dominates: RGB correlation ~0.9), and
     # an image's flat colour carries about a third of its energy, the rest is
@@ -155,7 +138,7 @@ def _synthetic_chunk(rng, labels, size):
         blob = np.exp(-((xx - blob_x) ** 2 + (yy - blob_y) ** 2) / (2 * blob_width**2))
         image += blob[..., None] * draw(-0.3, 0.3)[..., None]
     # The object: lighter or darker than what lies under it, by a random contrast.
-    contrast = draw(0.15, 0.4) * np.where(rng.random((n, 1, 1)) < 0.5, -1.0, 1.0).astype(f32)
+    contrast = draw(0.08, 0.3) * np.where(rng.random((n, 1, 1)) < 0.5, -1.0, 1.0).astype(f32)
     foreground = base + contrast[..., None] + rng.normal(0, 0.05, (n, 1, 1, 3)).astype(f32)
     mask = mask[..., None]
     image += mask * (foreground - image)  # paint the pattern over the background
