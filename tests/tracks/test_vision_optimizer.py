@@ -132,3 +132,17 @@ def test_gradient_clip_scales_a_large_step_to_the_global_norm_and_leaves_a_small
 def test_a_negative_gradient_clip_is_refused():
     with pytest.raises(ValueError, match=r"--gradient-clip must be >= 0 \(0 = off\), got -1"):
         dataclasses.replace(PRESETS["nonorm"], gradient_clip=-1.0)
+
+
+def test_the_class_preset_is_the_quick_recipe_at_hes_depths_trained_longer():
+    from tracks.vision.report import recipe_line
+
+    quick, lesson = PRESETS["quick"], PRESETS["class"]
+    assert lesson.depths == (20, 56)  # He et al.'s: 9 and 27 blocks
+    for field in ("width", "batch_size", "learning_rate", "schedule", "momentum", "weight_decay", "variants",
+                  "gradient_clip", "lesion_images", "landscape_steps"):
+        assert getattr(lesson, field) == getattr(quick, field), field
+    assert lesson.epochs * lesson.train_size > quick.epochs * quick.train_size
+    for preset in (quick, lesson):  # both warm every model up over its first 2 epochs
+        assert preset.warmup_steps == 2 * (preset.train_size // preset.batch_size) and preset.warmup_from_depth == 0
+    assert "lr 0.1 (cosine, 186 warm-up steps)" in recipe_line(lesson)

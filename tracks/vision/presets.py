@@ -182,8 +182,9 @@ PRESETS = {
         learning_rate=0.1, schedule="cosine", warmup_steps=92, lesion_images=500, landscape_steps=9,
     ),
     # He et al.'s own depths, 20 and 56, on a CPU in under 30 minutes (issue 53; its measured
-    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10 and 2 of the
-    # offline set (docs/experiments/vision.md). The quick recipe, longer: 20 epochs of
+    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10; on the offline
+    # synthetic set only the plain half, as the 20-layer residual net reaches the set's floor
+    # (docs/experiments/vision.md, issues 41 and 53). The quick recipe, longer: 20 epochs of
     # 12,000 images, warm-up over the first 2 (186 steps). Width 8, not the paper's 16,
     # and float32: the CPU budget (width 16 costs twice the time; bfloat16 is 2.4 times
     # slower than float32 at width 8 on this kind of CPU, benchmarks/NOTES.md).

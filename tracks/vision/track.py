@@ -4,6 +4,7 @@ He et al. 2015, figure 6, on your own machine: deeper plain networks train
 worse (the degradation problem), deeper residual networks train better.
 
     python -m tracks.vision                       # the quick CPU preset
+    python -m tracks.vision --preset class        # CPU: He et al.'s depths 20 and 56, under 30 minutes
     python -m tracks.vision --preset fast         # GPU: 20/56/110, 30 epochs
     python -m tracks.vision --depths 20,56 --variants plain,residual,fixup
     python -m tracks.vision --resume runs/vision-20261130-101500
