@@ -9,6 +9,7 @@ import types
 
 from tracks.common.config import option_name
 from tracks.common.limits import Estimate
+from tracks.vision.presets import PRESET_DATA_CAVEATS
 
 # The rate of ResNet-20 (width 16), images/s, behind the estimate printed before training;
 # other models scale with depth x width^2. The figures' sources: docs/maintainers.md, "Timings the code assumes".
@@ -70,6 +71,9 @@ def fit_defaults(ctx, given):
     for field, value in changes.items():
         ctx.log(f"{option_name(field)}: the preset's {getattr(config, field)} is more than the {len(data.y_train)} training "
                 f"images of {data.name}; using {value}")
+    caveat = PRESET_DATA_CAVEATS.get((config.preset, data.name))
+    if caveat and ctx.trains:
+        ctx.log(f"note: {caveat}")
     return changes
 
 

@@ -157,6 +157,16 @@ class VisionConfig(RuntimeOptions):
             raise ValueError(f"--gradient-clip must be >= 0 (0 = off), got {self.gradient_clip}")
 
 
+# What a preset cannot show on a data set, said in one line when its run starts there.
+PRESET_DATA_CAVEATS = {
+    ("class", "synthetic"): (
+        "on the synthetic images the class preset shows only the plain half of Figure 6: the 20-layer "
+        "residual net learns them almost perfectly (2.5-2.9% training error), leaving depth nothing to win "
+        "(docs/running.md); give it CIFAR-10 (--data folder:PATH) for both halves"
+    ),
+}
+
+
 # XLA with `--xla auto` on a CPU: XLA's CPU convolutions are slower than TensorFlow's oneDNN ones
 # (benchmarks/throughput.py, benchmarks/NOTES.md). On GPUs `auto` is always XLA.
 CPU_XLA = False
