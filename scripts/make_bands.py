@@ -1,4 +1,4 @@
-"""Writes each reference run's bands.json: the range a class run of its preset (quick, nonorm) may fall in.
+"""Writes each reference run's bands.json: the range a class run of its preset (quick, class, nonorm) may fall in.
 
 A band is the range of every measured run of the preset on that data set
 (the reference run and the earlier runs recorded in docs/experiments/),
@@ -41,6 +41,16 @@ EARLIER = {
             "plain-32 training error": [0.889], "plain-32 test error": [0.894],
             "residual-8 training error": [0.261], "residual-8 test error": [0.280],
             "residual-32 training error": [0.212], "residual-32 test error": [0.225],
+        },
+    },
+    "vision-class-cifar10-s0": {
+        "source": "docs/experiments/vision.md, the class preset on CIFAR-10, seed 1 (issue 53; issue 41's runs of the "
+                  "same training gave the same errors)",
+        "values": {
+            "plain-20 training error": [0.299], "plain-20 test error": [0.332],
+            "plain-56 training error": [0.645], "plain-56 test error": [0.619],
+            "residual-20 training error": [0.271], "residual-20 test error": [0.304],
+            "residual-56 training error": [0.237], "residual-56 test error": [0.291],
         },
     },
     "vision-nonorm-cifar10-s0": {
