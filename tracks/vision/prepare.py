@@ -65,7 +65,8 @@ def _fit_to_images(config, given, available, trains=True):
 
 def fit_defaults(ctx, given):
     """A preset's --train-size or --batch-size larger than the training images a folder has: lowered to them,
-    each said in one line (a typed one is refused by `check` and the split)."""
+    each said in one line (a typed one is refused by `check` and the split). A preset that cannot show its
+    lesson on these data (`PRESET_DATA_CAVEATS`) says so in one line too; nothing else changes."""
     config, data = ctx.config, ctx.data
     changes = _fit_to_images(config, given, len(data.y_train), ctx.trains)
     for field, value in changes.items():
