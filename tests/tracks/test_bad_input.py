@@ -48,6 +48,9 @@ CASES = [
     (V, ["--epochs", "0", *OUT], {}, "--epochs must be >= 1, got 0"),
     (V, ["--learning-rate", "nan", *OUT], {}, "argument --learning-rate: expected a finite number, got 'nan'"),
     (V, ["--momentum", "1.5", *OUT], {}, "--momentum must be in [0, 1), got 1.5"),
+    (V, ["--synthetic-faintest", "0", *OUT], {}, "--synthetic-faintest must be in (0, 1] (an opacity; 1: every "
+     "object fully painted), got 0.0"),
+    (V, ["--synthetic-faintest", "1.5", *OUT], {}, "--synthetic-faintest must be in (0, 1]"),
     (V, ["--variants", "plain,bogus", *OUT], {}, "unknown variant 'bogus'"),
     (V, ["--precision", "fp64", *OUT], {}, "argument --precision: invalid choice: 'fp64'"),
     (V, ["--train-size", "0", *OUT], {}, "--train-size must be >= 1"),

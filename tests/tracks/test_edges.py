@@ -130,26 +130,6 @@ def test_a_typed_training_subset_below_the_presets_batch_makes_the_batch(capsys)
     assert PRESETS["quick"].adapted_to({"train_size": 40, "batch_size": 64}) is PRESETS["quick"]
 
 
-def test_the_class_preset_on_the_synthetic_set_says_what_it_cannot_show():
-    import types
-
-    from tracks.common.track import RunContext
-    from tracks.vision.prepare import fit_defaults
-    from tracks.vision.presets import PRESETS
-
-    def said_for(preset, name, trains=True):
-        said = []
-        data = types.SimpleNamespace(name=name, y_train=range(12_000))
-        assert fit_defaults(RunContext(PRESETS[preset], data=data, log=said.append, trains=trains), given={}) == {}
-        return said
-
-    (line,) = said_for("class", "synthetic")
-    assert line.startswith("note: ") and "only the plain half" in line and "--data folder:PATH" in line
-    assert said_for("class", "folder:/data/cifar10") == [] and said_for("class", "cifar10") == []
-    assert said_for("quick", "synthetic") == []  # both halves hold there
-    assert said_for("class", "synthetic", trains=False) == []  # diagnose trains nothing
-
-
 def _as_an_unprivileged_user():
     """The command prefix under which file modes bind: none for a user, root without its override of them."""
     if os.geteuid() != 0:

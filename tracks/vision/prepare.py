@@ -9,7 +9,6 @@ import types
 
 from tracks.common.config import option_name
 from tracks.common.limits import Estimate
-from tracks.vision.presets import PRESET_DATA_CAVEATS
 
 # The rate of ResNet-20 (width 16), images/s, behind the estimate printed before training;
 # other models scale with depth x width^2. The figures' sources: docs/maintainers.md, "Timings the code assumes".
@@ -48,6 +47,7 @@ def load_data(ctx):
     return load_vision_data(
         config.data, data_dir=config.data_dir, seed=config.seed, train_size=config.train_size,
         validation_size=config.validation_size, log=ctx.log, synthetic_examples=(max(10_000, needed), 2_000),
+        synthetic_faintest=config.synthetic_faintest,
         accept=accept,
     )
 
@@ -65,16 +65,12 @@ def _fit_to_images(config, given, available, trains=True):
 
 def fit_defaults(ctx, given):
     """A preset's --train-size or --batch-size larger than the training images a folder has: lowered to them,
-    each said in one line (a typed one is refused by `check` and the split). A preset that cannot show its
-    lesson on these data (`PRESET_DATA_CAVEATS`) says so in one line too; nothing else changes."""
+    each said in one line (a typed one is refused by `check` and the split); nothing else changes."""
     config, data = ctx.config, ctx.data
     changes = _fit_to_images(config, given, len(data.y_train), ctx.trains)
     for field, value in changes.items():
         ctx.log(f"{option_name(field)}: the preset's {getattr(config, field)} is more than the {len(data.y_train)} training "
                 f"images of {data.name}; using {value}")
-    caveat = PRESET_DATA_CAVEATS.get((config.preset, data.name))
-    if caveat and ctx.trains:
-        ctx.log(f"note: {caveat}")
     return changes
 
 

@@ -16,6 +16,7 @@
 from residual_keras import plots
 from tracks.common.instrument_report import initialisation_table, instrument_figures, instrument_notes
 from tracks.vision.data.loading import dataset_title
+from tracks.vision.data.synthetic import FAINTEST_OBJECT
 from tracks.common.report import (
     banner_markdown,
     deepest_with,
@@ -270,14 +271,24 @@ def report(results, ctx):
     return terminal_ending(run, results)
 
 
+def synthetic_note(config, dataset):
+    """How faint the synthetic set's objects were ("" for other data): the set differs with it."""
+    if dataset != "synthetic":
+        return ""
+    faintest = FAINTEST_OBJECT if config.synthetic_faintest is None else config.synthetic_faintest
+    if faintest >= 1:
+        return "; every object fully painted"
+    return f"; half the objects faint, down to opacity {faintest:g}"
+
+
 def write_summary(run, config, results, figures, banner=None):
     """summary.md: the results table and the figures, readable on its own."""
     table = markdown_table(*results_table(results))
     lines = [
         f"# Vision run: plain vs residual networks ({config.preset} preset)\n",
         banner_markdown(banner),
-        f"Data: **{dataset_title(results.dataset)}** ({results.train_images:,} training images), "
-        f"seed {config.seed}. "
+        f"Data: **{dataset_title(results.dataset)}** ({results.train_images:,} training images"
+        f"{synthetic_note(config, results.dataset)}), seed {config.seed}. "
         f"Device: {results.device}, precision {results.precision}, "
         f"XLA {'on' if results.xla else 'off'}. {recipe_line(config)}\n",
         "## Results\n",
@@ -348,7 +359,7 @@ def seeds_report(seed_runs, ctx):
         run, title=f"Vision run over {len(config.seeds)} seeds: plain vs residual networks ({config.preset} preset)",
         banner=banner,
         description=(f"Data: **{dataset_title(first.dataset)}** ({first.train_images:,} training "
-                     f"images), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
+                     f"images{synthetic_note(config, first.dataset)}), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
                      f"(its initialisation, training subset and batch order). Device: {first.device}. "
                      f"{recipe_line(config)} Train error is the last epoch's running "
                      "error on augmented batches; test error the whole test set, at the end."

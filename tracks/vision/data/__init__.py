@@ -28,6 +28,7 @@ from tracks.vision.data.loading import (
     stratified_choice,
 )
 from tracks.vision.data.synthetic import (
+    FAINTEST_OBJECT,
     SYNTHETIC_CLASS_NAMES,
     SYNTHETIC_TEST_EXAMPLES,
     SYNTHETIC_TRAIN_EXAMPLES,
@@ -36,6 +37,7 @@ from tracks.vision.data.synthetic import (
 
 __all__ = [
     "CIFAR10_CLASS_NAMES",
+    "FAINTEST_OBJECT",
     "IMAGE_EXTENSIONS",
     "SOURCE_FORMS",
     "SYNTHETIC_CLASS_NAMES",
