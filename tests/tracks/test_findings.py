@@ -82,6 +82,18 @@ def test_deletion_contrast_residual_must_keep_more_at_every_k():
     assert not vision.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra)).holds
 
 
+def test_deletion_contrast_makes_no_claim_when_a_net_never_left_chance():
+    # The class preset offline, seed 1: plain-56 at 11.6% intact (chance 10%), so its "share kept"
+    # at k = 8 (10.6%: 0.375 of 1.6 points) beat the residual net's by noise and the claim failed.
+    extra = {("residual", 56): _deletion(0.714, [0.654, 0.525, 0.349, 0.144]),
+             ("plain", 56): _deletion(0.116, [0.113, 0.103, 0.106, 0.106])}
+    found = vision.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra))
+    assert found.holds is None and "plain-56 never left chance" in found.text and "residual-56 65.4%" in found.text
+    # Just above the line (5 points), the comparison is made again.
+    extra[("plain", 56)] = _deletion(0.151, [0.11, 0.10, 0.10, 0.10])
+    assert vision.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra)).holds
+
+
 def test_short_paths_from_the_gradient_share():
     n = 10
     lengths = list(range(n + 1))
