@@ -6,7 +6,6 @@ image folders are written with PIL into tmp_path, and the decode cache goes
 to tmp_path through $RESIDUAL_KERAS_CACHE.
 """
 
-import dataclasses
 import hashlib
 import os
 
@@ -123,7 +122,8 @@ def test_the_nonorm_preset_keeps_the_fully_painted_set_and_the_others_the_calibr
     from tracks.vision.presets import PRESETS, VisionConfig
 
     assert PRESETS["nonorm"].synthetic_faintest == 1.0  # the set its five seeds were measured on (issue 41)
-    assert PRESETS["quick"].synthetic_faintest is None and PRESETS["class"].synthetic_faintest is None
+    assert PRESETS["quick"].synthetic_faintest == PRESETS["class"].synthetic_faintest == vision_data.FAINTEST_OBJECT
+    assert VisionConfig().synthetic_faintest == vision_data.FAINTEST_OBJECT  # one default, in two modules
     # The summary's data line says which set a synthetic run had.
     from tracks.vision.report import synthetic_note
 
@@ -131,9 +131,32 @@ def test_the_nonorm_preset_keeps_the_fully_painted_set_and_the_others_the_calibr
         f"; half the objects faint, down to opacity {vision_data.FAINTEST_OBJECT:g}")
     assert synthetic_note(PRESETS["nonorm"], "synthetic") == "; every object fully painted"
     assert synthetic_note(PRESETS["quick"], "cifar10") == ""
-    # The option's help names the calibrated default.
-    help_text = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(VisionConfig)}["synthetic_faintest"]
-    assert f"default: {vision_data.FAINTEST_OBJECT:g}," in help_text
+
+
+def test_the_option_reaches_the_images_and_old_runs_keep_their_set(monkeypatch):
+    from tracks.common.config import config_from_dict, config_to_dict
+    from tracks.common.track import RunContext
+    from tracks.vision import prepare
+    from tracks.vision.presets import VisionConfig
+
+    # load_vision_data makes the set the option asks for (the test images are not split or subset).
+    loaded = load_vision_data("synthetic", log=quiet, synthetic_examples=SMALL, synthetic_faintest=1.0)
+    made = vision_data.make_synthetic_images(seed=0, train_examples=SMALL[0], test_examples=SMALL[1],
+                                             faintest_object=1.0)
+    np.testing.assert_array_equal(loaded.x_test, made[2])
+    default = load_vision_data("synthetic", log=quiet, synthetic_examples=SMALL)
+    assert not np.array_equal(default.x_test, made[2])
+    # The track passes the config's value on.
+    seen = {}
+    monkeypatch.setattr(vision_data, "load_vision_data", lambda *args, **kwargs: seen.update(kwargs))
+    prepare.load_data(RunContext(VisionConfig(data="synthetic", synthetic_faintest=0.5), log=quiet))
+    assert seen["synthetic_faintest"] == 0.5
+    # A config.json from before the option (0.2.0) ran on fully painted objects: --resume and compare
+    # read it so; one written now keeps its value.
+    written = config_to_dict(VisionConfig(synthetic_faintest=0.3))
+    assert config_from_dict(VisionConfig, written).synthetic_faintest == 0.3
+    del written["synthetic_faintest"]
+    assert config_from_dict(VisionConfig, written).synthetic_faintest == 1.0
 
 
 def test_synthetic_load_defaults_split_and_normalisation_statistics():

@@ -42,7 +42,7 @@ LOWER_BOUND = "lower bound"  # the unit of a power-iteration estimate that did n
 # The config fields that change what a run measures, per kind of run (the others, such as
 # the seed, the data directory or XLA, are printed or do not change the numbers).
 SETUP_FIELDS = {
-    "training": ("preset", "variants", "depths", "epochs", "steps"),
+    "training": ("preset", "variants", "depths", "epochs", "steps", "synthetic_faintest"),
     "diagnose": ("preset", "variants", "depths", "width", "embed_dim", "init", "layer_norm_epsilon",
                  "instrument_images", "instrument_sequences", "sequence_length"),
 }

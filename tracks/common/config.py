@@ -183,14 +183,20 @@ def config_from_dict(config_cls, data):
 
     Raises:
         ConfigError: `data` is not a dict, a value has the wrong type, or the
-            dataclass rejects the values. Keys that are not fields are ignored.
+            dataclass rejects the values. Keys that are not fields are ignored;
+            a field missing from `data` takes the config class's default, or its
+            value in `config_cls.VALUES_BEFORE_THE_FIELD` (what runs written
+            before the field existed ran with).
     """
     if not isinstance(data, dict):
         raise ConfigError(f"expected a JSON object of options, found a {type(data).__name__}")
     hints = typing.get_type_hints(config_cls)
     values = {}
+    before_the_field = getattr(config_cls, "VALUES_BEFORE_THE_FIELD", {})
     for field in dataclasses.fields(config_cls):
         if field.name not in data:
+            if field.name in before_the_field:  # a run from before the option: what it ran with
+                values[field.name] = before_the_field[field.name]
             continue
         value = data[field.name]
         if not _has_type(value, hints[field.name]):

@@ -8,7 +8,7 @@ He et al. 2015, section 4.2: batch 128, SGD momentum 0.9, coupled weight decay
 
 import dataclasses
 import math
-from typing import Optional
+from typing import ClassVar, Optional
 
 from tracks.common.checks import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 from tracks.common.config import RuntimeOptions, refuse_repeats
@@ -36,11 +36,13 @@ class VisionConfig(RuntimeOptions):
         metadata={"help": "auto | cifar10 | synthetic | folder:PATH (default: auto = "
                   "cifar10 when available, else synthetic with a warning)"},
     )
-    synthetic_faintest: Optional[float] = dataclasses.field(
-        default=None,
+    # The default is tracks/vision/data/synthetic.py's FAINTEST_OBJECT (a test keeps them equal; that
+    # module is not imported here, as it loads TensorFlow with its package).
+    synthetic_faintest: float = dataclasses.field(
+        default=0.065,
         metadata={"help": "the synthetic set: half its objects are painted faintly, with an opacity drawn "
-                  "log-uniformly from [this, 1]; 1 paints every object fully (the set of 0.2.0) "
-                  "(default: 0.065, which makes the set about as hard as CIFAR-10 for the class preset)"},
+                  "log-uniformly from [this, 1]; 1 paints every object fully (the set of 0.2.0); the default "
+                  "makes the set about as hard as CIFAR-10 for the class preset"},
     )
     data_dir: Optional[str] = dataclasses.field(
         default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
@@ -115,6 +117,10 @@ class VisionConfig(RuntimeOptions):
                                         "measured in benchmarks/NOTES.md)"}
     )
 
+    # config.json files written before 0.3.0 have no synthetic_faintest: their synthetic set had every
+    # object fully painted (read by tracks.common.config.config_from_dict, for --resume and compare).
+    VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0}
+
     def adapted_to(self, given):
         """The preset for a run with the options `given`: a typed --train-size below the preset's batch
         (and no --batch-size) makes the batch that size, said in one line."""
@@ -161,7 +167,7 @@ class VisionConfig(RuntimeOptions):
             raise ValueError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if not 0 <= self.gradient_clip < math.inf:
             raise ValueError(f"--gradient-clip must be >= 0 (0 = off), got {self.gradient_clip}")
-        if self.synthetic_faintest is not None and not 0 < self.synthetic_faintest <= 1:
+        if not 0 < self.synthetic_faintest <= 1:
             raise ValueError(f"--synthetic-faintest must be in (0, 1] (an opacity; 1: every object fully "
                              f"painted), got {self.synthetic_faintest}")
 
@@ -191,9 +197,9 @@ PRESETS = {
         learning_rate=0.1, schedule="cosine", warmup_steps=92, lesion_images=500, landscape_steps=9,
     ),
     # He et al.'s own depths, 20 and 56, on a CPU in under 30 minutes (issue 53; its measured
-    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10; on the offline
-    # synthetic set only the plain half, as the 20-layer residual net reaches the set's floor
-    # (docs/experiments/vision.md, issues 41 and 53). The quick recipe, longer: 20 epochs of
+    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10 and 2 of the
+    # synthetic set with its faint objects (without them the 20-layer residual net reaches the
+    # set's floor: docs/experiments/vision.md, issues 41 and 53). The quick recipe, longer: 20 epochs of
     # 12,000 images, warm-up over the first 2 (186 steps). Width 8, not the paper's 16,
     # and float32: the CPU budget (width 16 costs twice the time; bfloat16 is 2.4 times
     # slower than float32 at width 8 on this kind of CPU, benchmarks/NOTES.md).

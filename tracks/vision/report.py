@@ -16,7 +16,6 @@
 from residual_keras import plots
 from tracks.common.instrument_report import initialisation_table, instrument_figures, instrument_notes
 from tracks.vision.data.loading import dataset_title
-from tracks.vision.data.synthetic import FAINTEST_OBJECT
 from tracks.common.report import (
     banner_markdown,
     deepest_with,
@@ -275,10 +274,9 @@ def synthetic_note(config, dataset):
     """How faint the synthetic set's objects were ("" for other data): the set differs with it."""
     if dataset != "synthetic":
         return ""
-    faintest = FAINTEST_OBJECT if config.synthetic_faintest is None else config.synthetic_faintest
-    if faintest >= 1:
+    if config.synthetic_faintest >= 1:
         return "; every object fully painted"
-    return f"; half the objects faint, down to opacity {faintest:g}"
+    return f"; half the objects faint, down to opacity {config.synthetic_faintest:g}"
 
 
 def write_summary(run, config, results, figures, banner=None):

@@ -144,7 +144,7 @@ def load_vision_data(
     cache_dir=None,
     status_timeout=5.0,
     synthetic_examples=(SYNTHETIC_TRAIN_EXAMPLES, SYNTHETIC_TEST_EXAMPLES),
-    synthetic_faintest=None,
+    synthetic_faintest=FAINTEST_OBJECT,
     accept=None,
 ):
     """Load a data set into memory and split it.
@@ -170,9 +170,9 @@ def load_vision_data(
             download host answers. Default 5.
         synthetic_examples: (train, test) numbers of synthetic images made
             (before the hold-out and subset). Default (10000, 2000).
-        synthetic_faintest: float in (0, 1] or None. The synthetic set's faintest
-            object (`make_synthetic_images`' `faintest_object`); None: its
-            default, `FAINTEST_OBJECT`.
+        synthetic_faintest: float in (0, 1]. The synthetic set's faintest
+            object (`make_synthetic_images`' `faintest_object`). Default
+            `FAINTEST_OBJECT`.
         accept: callable(train images, test images) -> the `train_size` to keep (a caller may lower a
             default to what the folder has), raising ValueError to refuse; called for a folder source once
             its files are counted, before any image is decoded or cached.
@@ -219,16 +219,15 @@ def load_vision_data(
     if source == "synthetic":
         name = "synthetic"
         train_examples, test_examples = synthetic_examples
-        faintest = FAINTEST_OBJECT if synthetic_faintest is None else synthetic_faintest
         arrays = make_synthetic_images(
             seed=seed,
             image_size=image_size,
             train_examples=train_examples,
             test_examples=test_examples,
-            faintest_object=faintest,
+            faintest_object=synthetic_faintest,
         )
         log(f"synthetic: {train_examples} train / {test_examples} test images (seed {seed}, "
-            f"faintest object {faintest:g})")
+            f"faintest object {synthetic_faintest:g})")
     elif source.startswith("folder:"):
         name = source
         def counted(train_count, test_count):  # the caller's checks, then the split, before the cache is written
