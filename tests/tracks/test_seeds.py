@@ -45,6 +45,10 @@ def test_divergence_margins_and_measurements_and_missing_seeds():
     missing = combine_findings([(0, [_claim(True, 0.2)]), (1, [None])])  # does not apply on seed 1
     assert missing[0][1] is False
     assert "seed 1: does not apply" in "\n".join(combined_finding_lines(missing))
+    # A seed whose finding makes no claim (a net that never left chance) does not show the claim either.
+    unclaimed = combine_findings([(0, [_claim(True, 0.2)]), (1, [Finding("Degradation (plain)", None, "no claim")])])
+    assert unclaimed[0][1] is False
+    assert "seed 1: no claim" in "\n".join(combined_finding_lines(unclaimed))
 
 
 def test_aggregate_gives_the_mean_the_sample_std_and_each_seed():

@@ -21,7 +21,9 @@ SEED_RULE = (
     "less the 5-point threshold) has a mean over the seeds larger than its standard deviation across "
     "them (n - 1 in the denominator): the claim is met by more than the seeds move it. Margins are in the claim's own "
     "unit (a fraction of error, nats, a share, decades of a gain); one that a divergence decides is "
-    "infinite. A finding without a margin holds when it holds for every seed."
+    "infinite. A finding without a margin holds when it holds for every seed. A seed on which the "
+    "finding does not apply, or makes no claim (a net that never left chance), counts against it: "
+    "the claim was not shown there."
 )
 
 
