@@ -118,7 +118,9 @@ class VisionConfig(RuntimeOptions):
     )
 
     # config.json files written before 0.3.0 have no synthetic_faintest: their synthetic set had every
-    # object fully painted (read by tracks.common.config.config_from_dict, for --resume and compare).
+    # object fully painted (tracks.common.config.config_from_dict reads them so for --resume; compare
+    # reads config.json as written: it lists the field when the reference has it and the run's
+    # differs or is missing).
     VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0}
 
     def adapted_to(self, given):

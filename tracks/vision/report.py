@@ -357,7 +357,8 @@ def seeds_report(seed_runs, ctx):
         run, title=f"Vision run over {len(config.seeds)} seeds: plain vs residual networks ({config.preset} preset)",
         banner=banner,
         description=(f"Data: **{dataset_title(first.dataset)}** ({first.train_images:,} training "
-                     f"images{synthetic_note(config, first.dataset)}), seeds {', '.join(map(str, config.seeds))}: each model trained once per seed "
+                     f"images{synthetic_note(config, first.dataset)}), seeds {', '.join(map(str, config.seeds))}: "
+                     "each model trained once per seed "
                      f"(its initialisation, training subset and batch order). Device: {first.device}. "
                      f"{recipe_line(config)} Train error is the last epoch's running "
                      "error on augmented batches; test error the whole test set, at the end."
