@@ -95,7 +95,9 @@ No instrument changes its model: every variable (weights, BatchNorm
 statistics, seed generators) is as before the call (`_state`; a
 training-mode pass's BatchNorm updates are written back).
 `calibrate_batchnorm` is the one exception: it exists to set the BatchNorm
-statistics.
+statistics. And every instrument measures in float32 on a GPU too: its
+float32 products are not done in TensorFloat-32, which TensorFlow and JAX
+use by default on NVIDIA GPUs since Ampere (`_precision`).
 
 Keras 3 has no backend-agnostic API for gradients of intermediate tensors or
 Jacobian-vector products, so the gradient instruments (`gradient_norms`,
@@ -112,7 +114,8 @@ One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `rank`, `landscape`, `scalar_chain`, `calibration`, `dynamics` (during
 training); `_blocks` finds the blocks (`blocks`), `_forward` runs the model with their
 calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and `_metrics` the
-metric, `_state` restores the variables, `_autodiff` differentiates.
+metric, `_state` restores the variables, `_precision` keeps products in float32,
+`_autodiff` differentiates.
 """
 
 from residual_keras.diagnostics._blocks import blocks

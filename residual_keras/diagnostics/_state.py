@@ -15,6 +15,8 @@ import functools
 import keras
 import numpy as np
 
+from residual_keras.diagnostics._precision import full_float32
+
 
 def _variables(model_or_layers):
     if isinstance(model_or_layers, keras.layers.Layer):
@@ -51,12 +53,13 @@ def unchanged(model_or_layers, keep=()):
                 variable.assign(value)
 
 
-def leaves_model_unchanged(instrument):
-    """Decorator: the instrument's first argument (model or layers) is restored afterwards."""
+def instrument(measure):
+    """Decorator for every instrument: its first argument (model or layers) is restored afterwards
+    (`unchanged`), and its float32 products are not done in TensorFloat-32 (`_precision.full_float32`)."""
 
-    @functools.wraps(instrument)
+    @functools.wraps(measure)
     def wrapper(model, *args, **kwargs):
-        with unchanged(model):
-            return instrument(model, *args, **kwargs)
+        with unchanged(model), full_float32():
+            return measure(model, *args, **kwargs)
 
     return wrapper

@@ -7,11 +7,11 @@ from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _inputs
 from residual_keras.diagnostics._blocks import point_masks
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _per_example_masked_rms, _to_numpy
 
 
-@leaves_model_unchanged
+@instrument
 def activation_norms(
     model: keras.Model, x: ArrayLike, *, training: bool = True, blocks: BlockNames = None
 ) -> Results:

@@ -10,11 +10,11 @@ from keras import ops
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _inputs, _losses
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
 
 
-@leaves_model_unchanged
+@instrument
 def gradient_norms(
     model: keras.Model,
     x: ArrayLike,

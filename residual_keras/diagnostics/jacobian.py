@@ -12,7 +12,7 @@ from residual_keras.diagnostics import _autodiff, _inputs
 from residual_keras.diagnostics._blocks import _call, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.steps import _apply
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import (
     _TINY,
     _masked,
@@ -105,7 +105,7 @@ def _spectral_norm(function, x, v, num_iterations, tolerance):
     return sigma, v, num_iterations, False
 
 
-@leaves_model_unchanged
+@instrument
 def jacobian_norm(
     model_or_layers: Union[keras.Model, Sequence[keras.layers.Layer]],
     x: ArrayLike,

@@ -39,7 +39,7 @@ import numpy as np
 from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, Batches, LossLike, Results
 from residual_keras.diagnostics import _autodiff, _inputs, _losses
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
 
 # An inner grid point is non-convex when its Hessian's negative eigenvalue is at least this share of the largest.
@@ -133,7 +133,7 @@ class _Evaluator:
         return total / float(self.sizes.sum())
 
 
-@leaves_model_unchanged
+@instrument
 def loss_landscape(
     model: keras.Model,
     x: Batches,

@@ -46,7 +46,7 @@ from residual_keras._types import Batches, BlockNames, MetricLike, Results
 from residual_keras._types import ArrayLike
 from residual_keras.diagnostics import _inputs, _losses, _metrics
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
 from residual_keras.steps import ResidualBlock, _apply, lesioned, residual_steps
 
@@ -149,7 +149,7 @@ class _Study:
         return totals / count
 
 
-@leaves_model_unchanged
+@instrument
 def lesion(
     model: keras.Model,
     x: Batches,
@@ -229,7 +229,7 @@ def lesion(
     }
 
 
-@leaves_model_unchanged
+@instrument
 def delete_blocks(
     model: keras.Model,
     x: Batches,
@@ -314,7 +314,7 @@ def delete_blocks(
     }
 
 
-@leaves_model_unchanged
+@instrument
 def swap_blocks(
     model: keras.Model,
     x: Batches,
@@ -369,7 +369,7 @@ def swap_blocks(
     }
 
 
-@leaves_model_unchanged
+@instrument
 def lesion_sublayers(
     model: keras.Model,
     x: Batches,

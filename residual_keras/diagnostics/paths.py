@@ -39,11 +39,11 @@ from residual_keras.diagnostics import _autodiff, _inputs, _losses
 from residual_keras.diagnostics._blocks import steps_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.steps import _apply
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
 
 
-@leaves_model_unchanged
+@instrument
 def path_gradients(
     model: keras.Model,
     x: ArrayLike,

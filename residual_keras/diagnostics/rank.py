@@ -42,7 +42,7 @@ from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _inputs
 from residual_keras.diagnostics._blocks import padding_mask_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
 
 
@@ -117,7 +117,7 @@ def delta_rank_of(trace, axis, tolerance):
     }
 
 
-@leaves_model_unchanged
+@instrument
 def stream_delta_rank(
     model: keras.Model,
     x: ArrayLike,

@@ -32,7 +32,7 @@ from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _inputs, _losses
 from residual_keras.diagnostics._blocks import padding_mask_at, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._state import leaves_model_unchanged
+from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import (
     _TINY,
     _masked,
@@ -74,7 +74,7 @@ def walk_steps(forward, trace, position):
     return walked
 
 
-@leaves_model_unchanged
+@instrument
 def stream_contributions(
     model: keras.Model, x: ArrayLike, *, training: bool = False, blocks: BlockNames = None
 ) -> Results:
@@ -139,7 +139,7 @@ def stream_contributions(
     return result
 
 
-@leaves_model_unchanged
+@instrument
 def stream_decomposition(model: keras.Model, x: ArrayLike, *, blocks: BlockNames = None) -> Results:
     """x_L against x_0 plus every step's update: exact for Pre-LN, ReZero and `x + f(x)` blocks.
 
@@ -203,7 +203,7 @@ def stream_decomposition(model: keras.Model, x: ArrayLike, *, blocks: BlockNames
     }
 
 
-@leaves_model_unchanged
+@instrument
 def logit_lens(
     model: keras.Model,
     x: ArrayLike,
