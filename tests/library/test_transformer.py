@@ -77,21 +77,22 @@ def test_plain_twin_has_the_same_weights_and_branches(norm_position):
     assert names(plain) == names(residual)
     plain.set_weights(residual.get_weights())
     x = keras.ops.convert_to_tensor(X)
-    attention = _numpy(residual.attention_branch(x))
+    branch = residual.attention_branch(x)  # a tensor on the backend's device (a GPU's, say)
+    attention = _numpy(branch)
     np.testing.assert_array_equal(_numpy(plain.attention_branch(x)), attention)
     ln1, ln2 = residual.attention_norm, residual.feedforward_norm
     if norm_position == "pre":  # x = x + F(LN(x)) against x = F(LN(x))
-        x1 = x + attention
+        x1 = x + branch
         expected_residual = x1 + residual.feedforward_branch(x1)
-        expected_plain = plain.feedforward_branch(attention)
+        expected_plain = plain.feedforward_branch(branch)
         # The pre branches really contain the LayerNorm: F(LN(x)), not F(x).
         np.testing.assert_allclose(
             attention, _numpy(residual._self_attention(ln1(x), residual._allowed(x))[0]), rtol=1e-6, atol=1e-6
         )
     else:  # x = LN(x + F(x)) against x = LN(F(x))
-        x1 = ln1(x + attention)
+        x1 = ln1(x + branch)
         expected_residual = ln2(x1 + residual.feedforward_branch(x1))
-        p1 = ln1(attention)
+        p1 = ln1(branch)
         expected_plain = ln2(plain.feedforward_branch(p1))
     np.testing.assert_allclose(_numpy(residual(x)), _numpy(expected_residual), atol=1e-5)
     np.testing.assert_allclose(_numpy(plain(x)), _numpy(expected_plain), atol=1e-5)
