@@ -120,6 +120,7 @@ metric, `_state` restores the variables, `_precision` keeps products in float32,
 
 from residual_keras.diagnostics._blocks import blocks
 from residual_keras.diagnostics._losses import choose_output
+from residual_keras.diagnostics._precision import full_float32
 from residual_keras.diagnostics.activations import activation_norms
 from residual_keras.diagnostics.calibration import calibrate_batchnorm
 from residual_keras.diagnostics.dynamics import TrainingDynamics
@@ -139,6 +140,7 @@ __all__ = [
     "calibrate_batchnorm",
     "choose_output",
     "delete_blocks",
+    "full_float32",
     "gradient_norms",
     "jacobian_norm",
     "lesion",

@@ -17,6 +17,7 @@ only float32 ones are affected.
 """
 
 import contextlib
+from collections.abc import Iterator
 
 import keras
 
@@ -56,8 +57,18 @@ _SWITCHES = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
 
 
 @contextlib.contextmanager
-def full_float32():
-    """Inside the block, float32 matrix products and convolutions are not done in TensorFloat-32."""
+def full_float32() -> Iterator[None]:
+    """Inside the block, float32 matrix products and convolutions are not done in TensorFloat-32.
+
+    Every instrument runs inside it; use it for a measurement of your own on
+    a GPU:
+
+        with rk.diagnostics.full_float32():
+            gain = my_power_iteration(model, x)
+
+    On exit the backend's setting is what it was before (also when the block
+    raises). On a CPU it changes nothing.
+    """
     with contextlib.ExitStack() as stack:
         switch = _SWITCHES.get(keras.backend.backend())
         if switch is not None:

@@ -17,11 +17,11 @@ from keras import layers
 from residual_keras.diagnostics import (
     TrainingDynamics,
     activation_norms,
+    full_float32,
     gradient_norms,
     jacobian_norm,
     stream_contributions,
 )
-from residual_keras.diagnostics._precision import full_float32
 
 BACKEND = keras.backend.backend()
 
