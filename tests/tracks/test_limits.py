@@ -82,3 +82,17 @@ def test_the_head_width_minimum_is_the_librarys():
     from tracks.common.checks import min_head_dim
 
     assert min_head_dim() == MIN_HEAD_DIM  # read from attention.py without importing Keras
+
+
+def test_the_estimates_the_maintainers_guide_quotes_are_the_codes():
+    """docs/maintainers.md quotes the vision estimate for two presets; the code's must match them."""
+    import pathlib
+    import re
+
+    from tracks.vision.presets import PRESETS
+
+    guide = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "maintainers.md").read_text()
+    found = re.findall(r"for the `(\w+)` (?:preset it gives|grid) ([0-9.]+) min", guide)
+    assert {name for name, _ in found} == {"quick", "class"}, found
+    for name, minutes in found:
+        assert f"{VISION.resources(PRESETS[name]).cpu_seconds / 60:.1f}" == minutes, name
