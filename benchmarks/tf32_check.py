@@ -21,6 +21,7 @@ switch `jacobian_norm` did not converge there (benchmarks/NOTES.md, "GPU:
 the library's tests on an H100").
 """
 
+import contextlib
 import json
 
 import numpy as np
@@ -75,12 +76,10 @@ def main():
     exact_blocks = np.array([np.linalg.norm(identity + matrix, 2) for matrix in matrices])[:, None]
 
     exact = examples.astype("float64") @ product
-    for label, context in (("output, TensorFloat-32 allowed", None), ("output, inside full_float32()", full_float32)):
-        if context is None:
+    for label, context in (("output, TensorFloat-32 allowed", contextlib.nullcontext),
+                           ("output, inside full_float32()", full_float32)):
+        with context():
             output = keras.ops.convert_to_numpy(model(examples))
-        else:
-            with context():
-                output = keras.ops.convert_to_numpy(model(examples))
         error = float(np.max(np.abs(output - exact)) / np.max(np.abs(exact)))
         print(keras.backend.backend(), device, label, json.dumps({"largest relative error": error}), flush=True)
 

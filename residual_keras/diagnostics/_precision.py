@@ -3,11 +3,11 @@
 NVIDIA GPUs since Ampere can multiply float32 matrices in TensorFloat-32, a
 float32 number with a 10-bit mantissa: each product is then accurate to
 about 1e-3, not 1e-7. TensorFlow and JAX do this by default for matrix
-products and convolutions, PyTorch at least for cuDNN's convolutions. It is fine for
-training and wrong for a measurement: `jacobian_norm`'s power iteration
-stops when two estimates agree to 1e-5, which products accurate to 1e-3
-never do, and a rank blurs at the same level (`stream_delta_rank` counted
-11 of 12 dimensions). The library's tests found both on an H100 (JAX and
+products and convolutions, PyTorch at least for cuDNN's convolutions. It
+is fine for training and wrong for a measurement: `jacobian_norm`'s power
+iteration stops when two estimates agree to 1e-5, which products accurate
+to 1e-3 never do, and a rank blurs at the same level (`stream_delta_rank`
+counted 11 of 12 dimensions). The library's tests found both on an H100 (JAX and
 PyTorch): benchmarks/NOTES.md, "GPU: the library's tests on an H100".
 
 `full_float32()` switches TensorFloat-32 off for the `with` block and puts
@@ -39,8 +39,8 @@ def _jax(stack):
 def _torch(stack):
     import torch
 
-    # PyTorch 2.9 and later: one setting per library ("ieee": full float32, "tf32", or "none": the default).
-    # Its older switches (allow_tf32) must not be mixed with these, so the older ones serve older versions only.
+    # PyTorch with `fp32_precision` (2.13 here): one setting per library, "ieee" being full float32. Its
+    # older switches (allow_tf32) are not to be mixed with these, so they serve older versions only.
     settings = [getattr(torch.backends.cuda, "matmul", None), getattr(torch.backends.cudnn, "conv", None)]
     if all(hasattr(setting, "fp32_precision") for setting in settings):
         for setting in settings:
