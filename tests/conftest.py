@@ -20,6 +20,7 @@ if os.environ.get("RESIDUAL_KERAS_TEST_WITHOUT_TENSORFLOW") == "1":  # .ci/run, 
 
     tensorflow_blocker.install()
 
+import contextlib  # noqa: E402
 import functools  # noqa: E402
 import gc  # noqa: E402
 import re  # noqa: E402
@@ -28,31 +29,17 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-
-def _products_in_float32():
-    """On an NVIDIA GPU since Ampere, TensorFlow and JAX multiply float32 matrices in TensorFloat-32
-    by default (and PyTorch convolves in it): products accurate to 1e-3, where the tests compare with
-    float32 answers to 1e-5 or 2e-4. The suite tests the package's arithmetic, so it switches
-    TensorFloat-32 off; tests/library/test_precision.py switches it back on to test the instruments'
-    own switch. On a CPU this changes nothing. Found on an H100: benchmarks/NOTES.md, "GPU: the
-    library's tests on an H100"."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.experimental.enable_tensor_float_32_execution(False)
-    elif backend == "jax":
-        import jax
-
-        jax.config.update("jax_default_matmul_precision", "highest")
-    elif backend == "torch":
-        import torch
-
-        torch.backends.cuda.matmul.fp32_precision = "ieee"
-        torch.backends.cudnn.conv.fp32_precision = "ieee"
+from residual_keras.diagnostics import full_float32  # noqa: E402
 
 
-_products_in_float32()
+# On an NVIDIA GPU since Ampere, TensorFlow and JAX multiply float32 matrices in TensorFloat-32 by
+# default (and PyTorch convolves in it): products accurate to 1e-3, where the tests compare with float32
+# answers to 1e-5 or 2e-4. The suite tests the package's arithmetic, so it runs inside the library's own
+# switch for the whole session (held open, never closed); tests/library/test_precision.py allows
+# TensorFloat-32 again to test the instruments' switch. On a CPU this changes nothing. Found on an H100:
+# benchmarks/NOTES.md, "GPU: the library's tests on an H100".
+_PRODUCTS_IN_FLOAT32 = contextlib.ExitStack()
+_PRODUCTS_IN_FLOAT32.enter_context(full_float32())
 
 
 def pytest_collection_finish(session):

@@ -53,13 +53,20 @@ def unchanged(model_or_layers, keep=()):
                 variable.assign(value)
 
 
+@contextlib.contextmanager
+def measuring(model_or_layers):
+    """What every measurement runs inside: the model (or layers) restored afterwards (`unchanged`), and
+    float32 products not done in TensorFloat-32 (`_precision.full_float32`)."""
+    with unchanged(model_or_layers), full_float32():
+        yield
+
+
 def instrument(measure):
-    """Decorator for every instrument: its first argument (model or layers) is restored afterwards
-    (`unchanged`), and its float32 products are not done in TensorFloat-32 (`_precision.full_float32`)."""
+    """Decorator for every instrument: it runs `measuring` its first argument (model or layers)."""
 
     @functools.wraps(measure)
     def wrapper(model, *args, **kwargs):
-        with unchanged(model), full_float32():
+        with measuring(model):
             return measure(model, *args, **kwargs)
 
     return wrapper

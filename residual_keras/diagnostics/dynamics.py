@@ -49,8 +49,7 @@ from residual_keras._types import ArrayLike, BlockNames, LossLike
 from residual_keras.diagnostics import _inputs
 from residual_keras.diagnostics._blocks import padding_mask_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.diagnostics._precision import full_float32
-from residual_keras.diagnostics._state import unchanged
+from residual_keras.diagnostics._state import measuring
 from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_numpy
 from residual_keras.diagnostics.gradients import gradient_norms
 from residual_keras.diagnostics.rank import channels_axis, delta_rank_of
@@ -148,7 +147,7 @@ class TrainingDynamics(keras.callbacks.Callback):
         import time
 
         start = time.perf_counter()
-        with unchanged(self.model), full_float32():
+        with measuring(self.model):
             forward, trace = self._forward()
             blocks = forward.blocks
             flow = gradient_norms(self.model, self.x, self.y, training=False, loss=self.loss,
