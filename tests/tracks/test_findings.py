@@ -40,6 +40,47 @@ def test_deeper_residual_trains_better_or_the_summary_says_it_did_not():
     assert not stalled.holds and "trains worse" in stalled.text and "already fit" not in stalled.text
 
 
+def _curves(shallow, deep, *, warmup, depths=(20, 56)):
+    """Vision results of two residual nets from their per-epoch training errors."""
+    extra = {("residual", depth): {"train_errors": curve, "warmup_steps": warmup, "num_classes": 10}
+             for depth, curve in zip(depths, (shallow, deep))}
+    return _vision({("residual", depths[0]): shallow[-1], ("residual", depths[1]): deep[-1]}, extra=extra)
+
+
+def test_deeper_residual_trains_worse_the_verdict_reads_the_curves():
+    # Seed 4 of the offline class preset: warm-up on, both nets off chance after epoch 2 (the deep one
+    # slower), the deep one never catches up. Not a stall: the verdict must not send the student to warm-up.
+    slower = vision.deeper_residual_trains_better(
+        _curves([0.863, 0.635, 0.531, 0.45, 0.264], [0.894, 0.831, 0.660, 0.47, 0.291], warmup=186))
+    assert not slower.holds and "both left chance after epoch 2" in slower.text
+    assert "behind after every epoch, by 19.6 points at the widest (epoch 2) and 2.7 after the last" in slower.text
+    assert "not the stall that warm-up prevents" in slower.text and "try" not in slower.text
+    # A stall with warm-up on: the deep net at chance two epochs longer.
+    stalled_anyway = vision.deeper_residual_trains_better(
+        _curves([0.80, 0.60, 0.50, 0.45], [0.90, 0.89, 0.70, 0.55], warmup=92))
+    assert "left chance after epoch 3, the shallower after epoch 1" in stalled_anyway.text
+    assert "stalled with 92 steps of warm-up" in stalled_anyway.text and "a longer one" in stalled_anyway.text
+    # The stall warm-up prevents: no warm-up, the deep net at chance for its first epochs.
+    stalled = vision.deeper_residual_trains_better(
+        _curves([0.80, 0.60, 0.50, 0.45], [0.90, 0.89, 0.70, 0.55], warmup=0))
+    assert "left chance after epoch 3, the shallower after epoch 1" in stalled.text
+    assert "no learning-rate warm-up" in stalled.text and "try --warmup-steps" in stalled.text
+    never = vision.deeper_residual_trains_better(_curves([0.80, 0.60], [0.90, 0.899], warmup=0))
+    assert "never left chance (89.9% after epoch 2)" in never.text and "try --warmup-steps" in never.text
+    # No stall: ahead for a while, behind at the end; warm-up is not the advice either way.
+    crossed = vision.deeper_residual_trains_better(
+        _curves([0.80, 0.60, 0.40, 0.30], [0.80, 0.58, 0.39, 0.31], warmup=0))
+    assert "ahead after epochs 1, 2, 3 and behind at the end" in crossed.text
+    assert "not the stall that warm-up prevents" in crossed.text and "try --warmup" not in crossed.text
+
+
+def test_deeper_residual_trains_worse_without_curves_says_where_to_look():
+    # A results.json written before 0.3.0 kept no curves: the verdict does not guess at warm-up.
+    old = vision.deeper_residual_trains_better(_vision({("residual", 20): 0.26, ("residual", 56): 0.29}))
+    assert not old.holds and "training_curves.png" in old.text and "--warmup-steps" in old.text
+    assert "from the curves" not in old.text
+
+
 def test_shortcut_benefit_at_the_deepest_depth():
     results = _vision({("plain", 14): 0.44, ("plain", 44): 0.68, ("residual", 14): 0.42, ("residual", 44): 0.40})
     found = vision.shortcut_benefit(results)

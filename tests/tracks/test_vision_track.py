@@ -31,6 +31,9 @@ def _check_run(run_dir, config_epochs=2, variants=("plain", "residual"), depths=
         assert [row["epoch"] for row in rows] == list(range(config_epochs))
         assert entry["epochs_trained"] == config_epochs
         assert entry["train_error"] == pytest.approx(1 - rows[-1]["accuracy"])
+        # The curve the "Deeper residual nets" finding reads, and the warm-up it asks about.
+        assert entry["train_errors"] == pytest.approx([1 - row["accuracy"] for row in rows], abs=1e-6)
+        assert isinstance(entry["warmup_steps"], int) and entry["warmup_steps"] >= 0
         # The smoke preset draws its curves on 128 test images (on the whole test set when it
         # is smaller): named so, never val_*.
         assert f"{curve}_accuracy" in rows[-1] and not any(key.startswith("val_") for key in rows[-1])

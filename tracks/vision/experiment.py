@@ -63,16 +63,21 @@ def build_model(spec, ctx):
     )
 
 
+def warmup_steps_for(config, spec, total_steps):
+    """The steps of learning-rate warm-up this net gets: `warmup_steps` from `warmup_from_depth`, at most a quarter."""
+    warmup = config.warmup_steps if spec.depth >= config.warmup_from_depth else 0
+    return min(warmup, total_steps // 4)
+
+
 def learning_rate_schedule(config, spec, total_steps):
     """Cosine decay to 0, or the paper's /10 steps at 50% and 75% of training.
 
-    Warm-up (He et al. for ResNet-110): `warmup_steps` steps first, held at
-    lr/10 (step schedule, as the paper) or rising linearly from lr/10 to lr
+    Warm-up (He et al. for ResNet-110): `warmup_steps_for` steps first, held
+    at lr/10 (step schedule, as the paper) or rising linearly from lr/10 to lr
     (cosine schedule).
     """
     lr = config.learning_rate
-    warmup = config.warmup_steps if spec.depth >= config.warmup_from_depth else 0
-    warmup = min(warmup, total_steps // 4)
+    warmup = warmup_steps_for(config, spec, total_steps)
     if config.schedule == "step":
         boundaries = [int(total_steps * 0.5), int(total_steps * 0.75)]
         values = [lr, lr / 10, lr / 100]
@@ -228,10 +233,12 @@ def train_one(spec, ctx):
         dynamics_seconds=dynamics.seconds,
         dynamics=dynamics_summary(dynamics.read_csv(dynamics.path)),
         fit_seconds=outcome["seconds"],
+        warmup_steps=warmup_steps_for(config, spec, steps_per_epoch * config.epochs),
     )
     if diverged is None and history:
         last = history[-1]
         result.train_error = 1.0 - last["accuracy"]
+        result.train_errors = [round(1.0 - epoch["accuracy"], 6) for epoch in history]
         if "val_accuracy" in last and data.x_val is not None:
             result.val_error = 1.0 - last["val_accuracy"]
         test = model.evaluate(test_ds, verbose=0, return_dict=True)

@@ -74,8 +74,71 @@ def degradation(results, variant="plain"):
 FITTED_ERROR = 0.05
 
 
+# A net has left chance once its training error is this far below chance's (1 - 1/classes).
+LEFT_CHANCE_POINTS = 0.05
+
+
+def _epoch_left_chance(errors, num_classes):
+    """The 1-based epoch after which the error first lay `LEFT_CHANCE_POINTS` below chance, or None."""
+    chance = 1.0 - 1.0 / (num_classes or 10)
+    return next((epoch for epoch, error in enumerate(errors, 1) if error <= chance - LEFT_CHANCE_POINTS), None)
+
+
+def _epochs_text(epochs):
+    return f"epoch{'s' if len(epochs) > 1 else ''} {', '.join(map(str, epochs))}"
+
+
+def _why_deeper_trained_worse(shallow, deep):
+    """What the two nets' curves (results' `train_errors`) say about a deeper net that ended worse.
+
+    A stall (the deeper net stays at chance longer) is what warm-up fixes;
+    with warm-up on, or without a stall, warm-up is not the advice.
+    """
+    # A run written before the curves were kept, or a --seeds run's means, has none.
+    first, second = getattr(shallow, "train_errors", None), getattr(deep, "train_errors", None)
+    if not first or not second:
+        return ("the deeper residual net trains worse in this run: read both nets' curves in "
+                "training_curves.png (did the deeper one stay at chance in its first epochs?) and check "
+                "whether it had learning-rate warm-up (--warmup-steps)")
+    left_shallow = _epoch_left_chance(first, getattr(shallow, "num_classes", None))
+    left_deep = _epoch_left_chance(second, getattr(deep, "num_classes", None))
+    epochs = min(len(first), len(second))
+    ahead = [epoch for epoch in range(1, epochs + 1) if second[epoch - 1] <= first[epoch - 1]]
+    gaps = [second[epoch] - first[epoch] for epoch in range(epochs)]
+    widest = max(range(epochs), key=lambda epoch: gaps[epoch])
+    stalled = left_deep is None or (left_shallow is not None and left_deep > left_shallow)
+    parts = []
+    if left_deep is None:
+        parts.append(f"the deeper net never left chance ({percent(second[-1])} after epoch {len(second)})")
+    elif stalled:
+        parts.append(f"the deeper net left chance after epoch {left_deep}, the shallower after epoch "
+                     f"{left_shallow}")
+    elif left_shallow is not None:
+        parts.append(f"both left chance after epoch {left_deep}")
+    if ahead:
+        parts.append(f"the deeper net was ahead after {_epochs_text(ahead)} and behind at the end")
+    elif left_deep is not None:
+        parts.append(f"the deeper net was behind after every epoch, by {100 * gaps[widest]:.1f} points at the "
+                     f"widest (epoch {widest + 1}) and {100 * gaps[-1]:.1f} after the last")
+    warmup = getattr(deep, "warmup_steps", None)
+    if stalled and warmup == 0:
+        parts.append("it had no learning-rate warm-up, and in docs/experiments/vision.md's sweep a deep "
+                     "residual net without warm-up stalled in its first steps: try --warmup-steps")
+    elif stalled and warmup:
+        parts.append(f"it stalled with {warmup} steps of warm-up; in docs/experiments/vision.md's sweep "
+                     "warm-up prevented such stalls, so try a longer one (--warmup-steps)")
+    elif left_deep is not None and left_shallow is not None:
+        parts.append("so not the stall that warm-up prevents: it learnt more slowly")
+    return "the deeper residual net trains worse in this run; from the curves: " + "; ".join(parts)
+
+
 def deeper_residual_trains_better(results, variant="residual"):
-    """He et al.'s Figure 6, right: the deeper residual net reaches a lower training error."""
+    """He et al.'s Figure 6, right: the deeper residual net reaches a lower training error.
+
+    When it does not, the verdict reads both nets' per-epoch curves: a deeper
+    net that stalled at chance without warm-up (what warm-up prevents), one
+    that started slower with warm-up on, one behind from start to end.
+    """
     errors = entries_by(results, "train_error", variant=variant)
     if len(errors) < 2:
         return None
@@ -89,9 +152,9 @@ def deeper_residual_trains_better(results, variant="residual"):
                    "faint objects, --synthetic-faintest 1: docs/running.md); give both nets more to learn, "
                    "as CIFAR-10 does")
     else:
-        verdict = ("the deeper residual net trains worse in this run (in docs/experiments/vision.md's sweep a "
-                   "deep residual net trained without learning-rate warm-up stalled in its first steps: "
-                   "compare --warmup-steps, and see whether the deep net's first epochs left chance)")
+        models = {model.depth: model for model in results.models
+                  if model.variant == variant and not model.diverged}
+        verdict = _why_deeper_trained_worse(models[shallow], models[deep])
     return Finding(
         f"Deeper {variant} nets", holds,
         f"final training error {percent(errors[shallow])} at {shallow} layers, {percent(errors[deep])} at "

@@ -17,6 +17,10 @@ class VisionModel(ModelResult):
         train_error: the last epoch's running error on augmented batches;
             `val_error` the held-out split's (None without one); `test_error`
             the whole test set's, once at the end. None when it diverged.
+        train_errors: the running training error after each epoch (the
+            curve that `train_error` ends); absent in runs before 0.3.0.
+        warmup_steps: the steps of learning-rate warm-up this net had
+            (experiment.warmup_steps_for); absent in runs before 0.3.0.
         images_per_second: the training throughput.
         lesion, ensemble: the trained net with blocks removed, swapped, and
             its gradient by path length (experiment.lesion_study, ensemble_study).
@@ -30,6 +34,8 @@ class VisionModel(ModelResult):
     train_error: Optional[float] = None
     val_error: Optional[float] = None
     test_error: Optional[float] = None
+    train_errors: Optional[list] = omitted_if_none()
+    warmup_steps: Optional[int] = omitted_if_none()
     images_per_second: Optional[float] = None
     lesion: Optional[dict] = omitted_if_none()
     ensemble: Optional[dict] = omitted_if_none()
