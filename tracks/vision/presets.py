@@ -200,7 +200,7 @@ PRESETS = {
         learning_rate=0.1, schedule="cosine", warmup_steps=92, lesion_images=500, landscape_steps=9,
     ),
     # He et al.'s own depths, 20 and 56, on a CPU in under 30 minutes (issue 53; its measured
-    # times: docs/running.md): both halves of Figure 6 on 2 seeds of CIFAR-10 and 2 of the
+    # times: docs/running.md): both halves of Figure 6 on 3 of 3 seeds of CIFAR-10 and 3 of 5 of the
     # synthetic set with its faint objects (without them the 20-layer residual net reaches the
     # set's floor: docs/experiments/vision.md, issues 41 and 53). The quick recipe, longer: 20 epochs of
     # 12,000 images, warm-up over the first 2 (186 steps). Width 8, not the paper's 16,
