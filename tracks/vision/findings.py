@@ -91,8 +91,10 @@ def _epochs_text(epochs):
 def _why_deeper_trained_worse(shallow, deep):
     """What the two nets' curves (results' `train_errors`) say about a deeper net that ended worse.
 
-    A stall (the deeper net stays at chance longer) is what warm-up fixes;
-    with warm-up on, or without a stall, warm-up is not the advice.
+    A stall (the deeper net stays at chance longer than the shallower one)
+    is what warm-up prevents: the advice is warm-up, or a longer one if the
+    net had some. Without a stall the deeper net learnt more slowly, and
+    warm-up is not the advice.
     """
     # A run written before the curves were kept, or a --seeds run's means, has none.
     first, second = getattr(shallow, "train_errors", None), getattr(deep, "train_errors", None)
