@@ -74,14 +74,21 @@ def degradation(results, variant="plain"):
 FITTED_ERROR = 0.05
 
 
-# A net has left chance once its training error is this far below chance's (1 - 1/classes).
-LEFT_CHANCE_POINTS = 0.05
+# A net whose accuracy is less than this above chance has learnt nearly nothing ("never left
+# chance"): its lesions measure noise (500 lesion images give a standard error of 1.3 points at
+# 10% accuracy), and an epoch of its training curve is still at chance.
+LEARNT_ABOVE_CHANCE = 0.05
+
+
+def _chance(num_classes):
+    """Chance accuracy: one class in `num_classes` (10 when unknown)."""
+    return 1.0 / (num_classes or 10)
 
 
 def _epoch_left_chance(errors, num_classes):
-    """The 1-based epoch after which the error first lay `LEFT_CHANCE_POINTS` below chance, or None."""
-    chance = 1.0 - 1.0 / (num_classes or 10)
-    return next((epoch for epoch, error in enumerate(errors, 1) if error <= chance - LEFT_CHANCE_POINTS), None)
+    """The 1-based epoch after which the error first lay `LEARNT_ABOVE_CHANCE` below chance's, or None."""
+    bar = 1.0 - _chance(num_classes) - LEARNT_ABOVE_CHANCE
+    return next((epoch for epoch, error in enumerate(errors, 1) if error <= bar), None)
 
 
 def _epochs_text(epochs):
@@ -104,10 +111,9 @@ def _why_deeper_trained_worse(shallow, deep):
                 "whether it had learning-rate warm-up (--warmup-steps)")
     left_shallow = _epoch_left_chance(first, getattr(shallow, "num_classes", None))
     left_deep = _epoch_left_chance(second, getattr(deep, "num_classes", None))
-    epochs = min(len(first), len(second))
-    ahead = [epoch for epoch in range(1, epochs + 1) if second[epoch - 1] <= first[epoch - 1]]
-    gaps = [second[epoch] - first[epoch] for epoch in range(epochs)]
-    widest = max(range(epochs), key=lambda epoch: gaps[epoch])
+    gaps = [deeper - shallower for shallower, deeper in zip(first, second)]  # per epoch, > 0: deeper behind
+    ahead = [epoch for epoch, gap in enumerate(gaps, 1) if gap <= 0]
+    widest = max(range(len(gaps)), key=gaps.__getitem__)
     stalled = left_deep is None or (left_shallow is not None and left_deep > left_shallow)
     parts = []
     if left_deep is None:
@@ -137,9 +143,10 @@ def _why_deeper_trained_worse(shallow, deep):
 def deeper_residual_trains_better(results, variant="residual"):
     """He et al.'s Figure 6, right: the deeper residual net reaches a lower training error.
 
-    When it does not, the verdict reads both nets' per-epoch curves: a deeper
-    net that stalled at chance without warm-up (what warm-up prevents), one
-    that started slower with warm-up on, one behind from start to end.
+    When it does not, the verdict reads both nets' per-epoch curves
+    (`_why_deeper_trained_worse`): a deeper net that stayed at chance longer
+    (the stall warm-up prevents), or one that left chance with the shallower
+    net and learnt more slowly.
     """
     errors = entries_by(results, "train_error", variant=variant)
     if len(errors) < 2:
@@ -220,11 +227,6 @@ def _deepest_study(results, variant, key):
     return entry, entry.ensemble[key]
 
 
-# A net whose intact test accuracy is less than this above chance has learnt nearly nothing; its
-# lesions measure noise (500 lesion images give a standard error of 1.3 points at 10% accuracy).
-LEARNT_ABOVE_CHANCE = 0.05
-
-
 def _kept(accuracy, intact, chance):
     """Share of the intact accuracy above chance that is left."""
     return (accuracy - chance) / max(intact - chance, 0.01)  # a net at chance keeps nothing to lose
@@ -236,7 +238,7 @@ def one_block_barely_matters(results, variant="residual"):
     if not entries:
         return None
     entry = max(entries, key=lambda m: m.depth)
-    study, chance = entry.lesion, 1.0 / (entry.num_classes or 10)
+    study, chance = entry.lesion, _chance(entry.num_classes)
     removable = [value for value in study["lesioned"] if value is not None]
     if not removable:
         return None
@@ -260,7 +262,7 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
     plain_entry, theirs = _deepest_study(results, PLAIN_TWIN.get(variant), "deletion")
     if ours is None or theirs is None or entry.depth != plain_entry.depth:
         return None
-    chance = 1.0 / (entry.num_classes or 10)
+    chance = _chance(entry.num_classes)
     shown = [k for k in ks if k in ours["num_removed"] and k in theirs["num_removed"]]
     if not shown:
         return None
@@ -364,7 +366,7 @@ def _deepest_landscape(results, variant):
 
 def _outcome(entry):
     """(what happened, training accuracy as a multiple of chance; inf for a diverged net)."""
-    chance = 1.0 / (entry.num_classes or 10)
+    chance = _chance(entry.num_classes)
     if entry.diverged:
         return f"diverged (loss NaN or infinite in epoch {(entry.diverged_epoch or 0) + 1})", float("inf")
     accuracy = 1.0 - entry.train_error
@@ -467,7 +469,7 @@ def training_rates(per_seed):
             bar = plain.get(entry.depth)
             if not EXPECTED_WITHOUT_NORM.get(entry.variant) or bar is None:
                 continue
-            chance_error = 1.0 - 1.0 / (entry.num_classes or 10)
+            chance_error = 1.0 - _chance(entry.num_classes)
             bar_error = chance_error if bar.train_error is None else bar.train_error
             error = entry.train_error
             trained = (not entry.diverged and error is not None and math.isfinite(error)
