@@ -278,6 +278,43 @@ def _torch_importable():
     return importlib.util.find_spec("torch") is not None
 
 
+# The /proc/cpuinfo flags a reader needs to compare two runs: AVX-512 and the bfloat16 instructions.
+CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_identity(cpuinfo_text):
+    """{'model_name', 'family', 'model', 'flags'} of the first processor in /proc/cpuinfo's text.
+
+    Two machines that Linux names alike ("AMD EPYC") can differ by a factor
+    of two in float32 peak (AMD's family 25, Zen 3 and 4, and family 26,
+    Zen 5: benchmarks/NOTES.md, issue 53), so a result records the family and
+    model numbers; `flags` keeps only `CPU_FLAGS_OF_NOTE`. Empty where the text
+    names no processor (no /proc/cpuinfo: macOS, Windows).
+    """
+    identity = {}
+    for line in cpuinfo_text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if not key and identity:
+            break  # a blank line ends the first processor's entry
+        if key == "model name":
+            identity["model_name"] = value
+        elif key in ("cpu family", "model") and value.isdigit():
+            identity["family" if key == "cpu family" else "model"] = int(value)
+        elif key == "flags":
+            identity["flags"] = [flag for flag in CPU_FLAGS_OF_NOTE if flag in value.split()]
+    return identity
+
+
+def describe_cpu(identity):
+    """'AMD EPYC, family 26 model 2: avx2, avx512f, avx512_bf16', or 'unknown' for an empty identity."""
+    if not identity:
+        return "unknown"
+    numbers = (f", family {identity['family']} model {identity['model']}"
+               if {"family", "model"} <= identity.keys() else "")
+    flags = ", ".join(identity.get("flags", [])) or "none of " + ", ".join(CPU_FLAGS_OF_NOTE)
+    return f"{identity.get('model_name', 'a CPU')}{numbers}: {flags}"
+
+
 def _cpu_xla_default(track):
     import importlib
 
@@ -291,6 +328,11 @@ def main(argv=None):
         peers_available = _torch_importable()
         if not peers_available:
             print("--peers: torch is not importable (pip install torch==2.13.0); running ours only")
+    try:
+        cpu = cpu_identity(pathlib.Path("/proc/cpuinfo").read_text())
+    except OSError:
+        cpu = {}
+    print(f"CPU: {describe_cpu(cpu)} ({os.cpu_count()} cores)")
     print("fp32 peak (numpy's and TensorFlow's matrix products, 24 s) ...", flush=True)
     peak_before = machine_peak()
     print(f"fp32 peak: {describe_peak(peak_before)}")
@@ -308,7 +350,7 @@ def main(argv=None):
         print_table(results[-1:], header=not results[:-1])
     peak_after = machine_peak()
     print(f"fp32 peak after the models: {describe_peak(peak_after)}")
-    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "peers": peers_available,
+    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu": cpu, "peers": peers_available,
             "fp32_peak_before": peak_before, "fp32_peak_after": peak_after}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -72,3 +72,31 @@ def test_competing_processes_run_for_the_block_and_are_stopped():
     with Competitors(1) as competing:
         assert len(competing.processes) == 1 and competing.processes[0].poll() is None  # running
     assert competing.processes[0].poll() is not None  # stopped when the block ends
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512_bf16 avx512_vp2intersect
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: another CPU
+flags\t\t: fpu avx2 amx_bf16
+"""
+
+
+def test_the_cpu_is_named_by_its_first_processor_with_family_model_and_flags_of_note():
+    from benchmarks.throughput import cpu_identity, describe_cpu
+
+    identity = cpu_identity(CPUINFO)
+    assert identity == {"model_name": "AMD EPYC", "family": 26, "model": 2,
+                        "flags": ["avx2", "avx512f", "avx512_bf16"]}
+    assert describe_cpu(identity) == "AMD EPYC, family 26 model 2: avx2, avx512f, avx512_bf16"
+    assert cpu_identity("") == {} and describe_cpu({}) == "unknown"
+    older = cpu_identity("cpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2\n")
+    assert describe_cpu(older) == "AMD EPYC, family 25 model 17: none of avx2, avx512f, avx512_bf16, amx_bf16"
