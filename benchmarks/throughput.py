@@ -285,10 +285,10 @@ CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 def cpu_identity(cpuinfo_text):
     """{'model_name', 'family', 'model', 'flags'} of the first processor in /proc/cpuinfo's text.
 
-    Two machines that Linux names alike ("AMD EPYC") can differ by a factor
-    of two in float32 peak (AMD's family 25, Zen 3 and 4, and family 26,
-    Zen 5: benchmarks/NOTES.md, issue 53), so a result records the family and
-    model numbers; `flags` keeps only `CPU_FLAGS_OF_NOTE`. Empty where the text
+    Two machines that Linux names alike ("AMD EPYC") measured 219 and 445-490
+    GFLOP/s of float32 peak (benchmarks/NOTES.md, issue 53), so a result
+    records the family and model numbers (AMD's family 25 is Zen 3 and 4, 26
+    is Zen 5); `flags` keeps only `CPU_FLAGS_OF_NOTE`. Empty where the text
     names no processor (no /proc/cpuinfo: macOS, Windows).
     """
     identity = {}
