@@ -44,6 +44,7 @@ from benchmarks.flops import (  # noqa: E402  (after the path is set)
     char_gpt_forward_flops,
     cifar_resnet_forward_flops,
 )
+from tracks.common.process_setup import BF16_CPU_FLAGS  # noqa: E402  (standard library only: no TensorFlow)
 
 MODELS = {
     # name: (track, description, peer script or None, training FLOPs per image / token)
@@ -278,8 +279,9 @@ def _torch_importable():
     return importlib.util.find_spec("torch") is not None
 
 
-# The /proc/cpuinfo flags a reader needs to compare two runs: AVX-512 and the bfloat16 instructions.
-CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+# The /proc/cpuinfo flags a reader needs to compare two runs: AVX-512 and the bfloat16 instructions
+# that `--precision auto` looks for (process_setup.BF16_CPU_FLAGS).
+CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", *BF16_CPU_FLAGS)
 
 
 def cpu_identity(cpuinfo_text):
