@@ -36,19 +36,34 @@ def results(run):
 
 
 def lookup(run, path):
-    """The value at `path` in a reference run's results.json (`reference.KEY`: in its reference.json).
+    """The value at `path` in a reference run's results.json (`reference.KEY`: in its reference.json,
+    `config.KEY`: in its config.json; `A/B`: the value at A divided by the value at B).
 
     Dot-separated: a field of the results or of a model, a key of a study;
-    `models.ID` picks a model by its id, a number a list's item.
+    `models.ID` picks a model by its id, a number a list's item, `mean` a list's mean.
     """
-    if path.startswith("reference."):
-        about = REFERENCE / run / "reference.json"
+    if "/" in path:
+        numerator, denominator = (lookup(run, part) for part in path.split("/", 1))
+        try:
+            return numerator / denominator
+        except (TypeError, ZeroDivisionError):
+            raise SourceError(f"{run}: {path} is not a ratio of two numbers") from None
+    files = {"reference.": "reference.json", "config.": "config.json"}
+    prefix = next((prefix for prefix in files if path.startswith(prefix)), None)
+    if prefix:
+        about = REFERENCE / run / files[prefix]
         if not about.is_file():
             raise SourceError(f"no reference run {run!r} (no {about.relative_to(ROOT)})")
-        value, path = json.loads(about.read_text()), path[len("reference."):]
+        value, path = json.loads(about.read_text()), path[len(prefix):]
     else:
         value = results(run)
     for key in path.split("."):
+        if isinstance(value, list) and key == "mean":  # the mean of a list of numbers (per-block norms)
+            numbers = [item for item in value if isinstance(item, (int, float))]
+            if not numbers:
+                raise SourceError(f"{run}: {path} is not a list of numbers")
+            value = sum(numbers) / len(numbers)
+            continue
         if isinstance(value, list) and re.fullmatch(r"-?\d+", key):
             try:
                 value = value[int(key)]
@@ -69,9 +84,22 @@ def lookup(run, path):
     return value
 
 
+def config_keys():
+    """Every key of the reference runs' config.json files (a page writes a config value as "`KEY` VALUE")."""
+    return {key for path in REFERENCE.glob("*/config.json") for key in json.loads(path.read_text())}
+
+
+TEXT_FORMATS = ("str", "json", "cpu")  # words, not numbers: the text before the tag must end with them
+
+
 def formatted(value, style):
+    """`value` as a page writes it in `style` (scripts/doc_numbers.py lists the styles)."""
     if style == "str":
         return str(value)
+    if style == "json":  # a list or a value as config.json writes it: [0, 100], true
+        return json.dumps(value)
+    if style == "cpu":  # reference.json's machine, "2 cores (AMD EPYC), Linux ..., Python ...": its cores and CPU
+        return str(value).split(", ")[0]
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     root = re.fullmatch(r"root(\d+)/(.+)", style)  # the per-block factor of a growth over N blocks
@@ -292,6 +320,43 @@ def _dynamics(run, model_id):
              if by_epoch[epoch]["ratios"] else None) for epoch in sorted(by_epoch)]
 
 
+def _updates(run, model_id):
+    """Per record (epoch) after the first: {block number (from 1): ||dW|| / ||W||}, from the dynamics CSV."""
+    import csv
+
+    path = REFERENCE / run / "dynamics" / f"{model_id}.csv"
+    if not path.is_file():
+        return []
+    by_epoch = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["update_ratio"]:
+                by_epoch.setdefault(int(row["epoch"]), {})[int(row["block"])] = float(row["update_ratio"])
+    return [by_epoch[epoch] for epoch in sorted(by_epoch)]
+
+
+def vision_dynamics(runs):
+    """dynamics.png in numbers: the gain, the branches' size and the weights' moves of the trained nets."""
+    rows = ["| model | data | gradient gain before training | after epoch 1 | at the end | "
+            "mean branch / stream before | at the end | block that moved most in epoch 1 (‖dW‖ / ‖W‖) | "
+            "last block, epoch 1 | mean over the blocks, last epoch |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, label in runs:
+        for entry in sorted(results(run).models, key=lambda m: (m.variant, m.depth)):
+            records, updates = _dynamics(run, entry.id), _updates(run, entry.id)
+            if len(records) < 2 or not updates:
+                continue
+            first, last = updates[0], updates[-1]
+            most = max(first, key=first.get)
+            rows.append(f"| {entry.id} | {label} | {formatted(records[0][0], '.3g')} | "
+                        f"{formatted(records[1][0], '.3g')} | {formatted(records[-1][0], '.3g')} | "
+                        f"{formatted(records[0][1], '.2f')} | {formatted(records[-1][1], '.2f')} | "
+                        f"block {most} of {len(first)} ({formatted(first[most], '.3g')}) | "
+                        f"{formatted(first[max(first)], '.3g')} | "
+                        f"{formatted(sum(last.values()) / len(last), '.3g')} |")
+    return "\n".join(rows)
+
+
 def language_dynamics(run):
     rows = ["| model | gradient gain before training | after the first interval | at the end | "
             "mean branch / stream before | at the end |", "| --- | --- | --- | --- | --- | --- |"]
@@ -366,6 +431,7 @@ TABLES = {
     "vision-lesions": lambda _: vision_lesions(VISION_RUNS),
     "vision-deletions": lambda _: vision_deletions(VISION_RUNS),
     "vision-paths": lambda _: vision_paths(VISION_RUNS),
+    "vision-dynamics": lambda _: vision_dynamics(VISION_RUNS),
     "language-initialisation": lambda _: language_initialisation("language-tinyshakespeare-s0"),
     "language-initialisation-offline": lambda _: language_initialisation("language-offline-s0"),
     "language-dynamics": lambda _: language_dynamics("language-tinyshakespeare-s0"),
