@@ -1,11 +1,12 @@
 """What every figure shares: one palette, one convention (colour = depth, style = variant), one figure helper."""
 
 import os
-import textwrap
+import re
 from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatterSciNotation, MaxNLocator
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 # One line style and marker per variant, in order of first appearance.
@@ -89,16 +90,84 @@ def series_styles(labels: Sequence[str]) -> list[dict[str, str]]:
         styles.append({"color": colour, "linestyle": linestyle, "marker": marker})
     return styles
 
+# Every figure is read at PAGE_WIDTH_PX wide (a page of the docs, a notebook cell), where
+# its smallest text must be at least MIN_TEXT_PX high. A figure W inches wide shows text of s
+# points at s * PAGE_WIDTH_PX / (72 W) pixels: with "x-small" (6.9 pt at matplotlib's 10 pt)
+# the smallest size used, no figure is wider than 9.6 inches. So several panels go in a grid
+# of at most two columns (FIGURE_WIDTH), never in a strip; tests/library/test_plots.py checks
+# every figure against this rule.
+PAGE_WIDTH_PX = 800
+MIN_TEXT_PX = 8
+FIGURE_WIDTH = 8.8  # inches: two panels side by side
+PANEL_HEIGHT = 3.6  # inches: one row of panels
+
+# One numbering and one notation in every figure: block 1 is the first block; the stream
+# x_0 enters block 1 and x_l leaves block l, so x_L is the last block's output.
+BLOCK_AXIS = r"block $\ell$ (block 1 = the first)"
+STREAM_AXIS = r"stream point $\ell$ ($x_0$ enters block 1, $x_\ell$ leaves block $\ell$)"
+
+
+def _shown_length(word):
+    """About how many characters `word` takes once drawn: a $math$ part without its markup."""
+    parts = word.split("$")
+    math = "".join(parts[1::2])
+    math = re.sub(r"\\[a-zA-Z]+", "x", math)  # a command (\partial, \|) is one symbol
+    return len("".join(parts[0::2])) + len(re.sub(r"[{}_^\\]", "", math))
+
+
 def _wrapped(text, width_inches, characters_per_inch=13):
-    """`text` broken into lines that fit a figure `width_inches` wide (small print)."""
-    return textwrap.fill(text, width=max(40, int(width_inches * characters_per_inch)))
+    """`text` broken into lines that fit a figure `width_inches` wide; never inside a $math$ part."""
+    width = max(30, int(width_inches * characters_per_inch))
+    lines = []
+    for paragraph in text.split("\n"):
+        words, line, length, in_math = [], [], 0, False
+        for word in paragraph.split(" "):  # the words, a $math$ part with its spaces kept as one
+            if in_math:
+                words[-1] += " " + word
+            else:
+                words.append(word)
+            in_math ^= word.count("$") % 2 == 1
+        for word in words:
+            if line and length + 1 + _shown_length(word) > width:
+                lines.append(" ".join(line))
+                line, length = [], 0
+            length += (1 if line else 0) + _shown_length(word)
+            line.append(word)
+        lines.append(" ".join(line))
+    return "\n".join(lines)
+
+
+class _LogLabels(LogFormatterSciNotation):
+    """A log axis' labels as plain numbers (0.3, 6, 20) from 0.01 to 1000, as powers of ten beyond."""
+
+    def __call__(self, x, pos=None):
+        label = super().__call__(x, pos)  # "" where the axis shows no label
+        return f"{x:g}" if label and 1e-2 <= abs(x) < 1e3 else label
+
+
+def _log_y(axes):
+    """A log y axis whose labels read as numbers ("6", not "6 x 10^0")."""
+    axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(_LogLabels())
+    axes.yaxis.set_minor_formatter(_LogLabels(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def _integer_ticks(axis):
+    """Whole-number ticks at 1, 2, 5 or 10 times a power of ten on `axis` (an epoch, a block, a depth)."""
+    axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+
+
+def _heading(banner, title, subtitle, width_inches):
+    """The lines above a figure: the banner (a data warning), the title, the subtitle (which run)."""
+    parts = [banner, title, subtitle]
+    return "\n".join(_wrapped(part, width_inches, characters_per_inch=11) for part in parts if part)
 
 
 def _figure(title, banner, figsize=(7.0, 4.5), subtitle=None):
     """A one-axes figure: the banner (a data warning, dark red) and title above, then the subtitle."""
     figure = Figure(figsize=figsize, layout="constrained")
     axes = figure.add_subplot()
-    heading = f"{banner}\n{title}" if banner else title
+    heading = _heading(banner, title, None, figsize[0])
     if subtitle:  # the title above the axes, the subtitle (which run it is) just above the plot
         figure.suptitle(heading, color="darkred" if banner else None)
         axes.set_title(_wrapped(subtitle, figsize[0]), fontsize="small", color="dimgray")
@@ -108,6 +177,40 @@ def _figure(title, banner, figsize=(7.0, 4.5), subtitle=None):
             axes.title.set_color("darkred")
     axes.grid(True, which="major", alpha=0.3)
     return figure, axes
+
+
+def _panels(title, banner, num_panels, subtitle=None, panel_height=PANEL_HEIGHT, columns=2, projections=None):
+    """Panels in a grid of at most `columns` columns under one heading (banner, title, subtitle).
+
+    The grid reflows: `num_panels` panels fill rows of `columns`, and a last
+    row with fewer panels is centred; one panel alone is a figure of its own
+    width. `projections`: optional list, one matplotlib projection (or None)
+    per panel ("3d" for a surface).
+
+    Returns:
+        (figure, list of `num_panels` axes, in reading order).
+    """
+    if num_panels < 1:
+        raise ValueError("A figure needs at least one panel with data to draw.")
+    columns = max(1, min(columns, num_panels))
+    rows = -(-num_panels // columns)
+    width = FIGURE_WIDTH if columns > 1 else 7.0
+    heading = _heading(banner, title, subtitle, width)
+    figure = Figure(figsize=(width, panel_height * rows + 0.3 * (heading.count("\n") + 1)), layout="constrained")
+    grid = figure.add_gridspec(rows, 2 * columns)
+    projections = list(projections or [None] * num_panels)
+    axes = []
+    for index in range(num_panels):
+        row, column = divmod(index, columns)
+        in_row = min(columns, num_panels - row * columns)
+        start = (columns - in_row) + 2 * column  # a shorter last row is centred
+        axis = figure.add_subplot(grid[row, start:start + 2], projection=projections[index])
+        if projections[index] is None:
+            axis.grid(True, which="major", alpha=0.3)
+        axes.append(axis)
+    figure.suptitle(heading, color="darkred" if banner else None)
+    return figure, axes
+
 
 def _finish(figure, path):
     if path is not None:
@@ -127,15 +230,3 @@ def _positive(values):
     """Values for a log axis: zeros and negatives become NaN (a gap, not an error)."""
     values = np.asarray(values, dtype="float64")
     return np.where(values > 0, values, np.nan)
-
-def _panels(title, banner, num_panels, panel_width=5.2, height=4.4, subtitle=None):
-    """One row of panels under one title (the banner above it, the subtitle below it)."""
-    figure = Figure(figsize=(panel_width * num_panels, height), layout="constrained")
-    axes = figure.subplots(1, num_panels, squeeze=False)[0]
-    width = panel_width * num_panels
-    subtitle = None if not subtitle else _wrapped(subtitle, width, characters_per_inch=11)
-    heading = "\n".join(part for part in (banner, title, subtitle) if part)
-    figure.suptitle(heading, color="darkred" if banner else None)
-    for axis in axes:
-        axis.grid(True, which="major", alpha=0.3)
-    return figure, axes

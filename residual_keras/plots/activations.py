@@ -7,10 +7,13 @@ from matplotlib.figure import Figure
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
+    STREAM_AXIS,
     _as_list,
     _figure,
     _finish,
+    _integer_ticks,
     _labels,
+    _log_y,
     series_styles,
 )
 
@@ -56,10 +59,9 @@ def activation_growth(
     if log_y is None:
         log_y = bool(everything) and max(everything) > 100 * min(everything)
     if log_y:
-        axes.set_yscale("log")
-    axes.set_xlabel(
-        r"stream point $\ell$ (0 = first block's input, else output of block $\ell$)"
-    )
+        _log_y(axes)
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(STREAM_AXIS)
     axes.set_ylabel("RMS of the stream (mean over examples)")
     axes.legend(fontsize="small")
     return _finish(figure, path)

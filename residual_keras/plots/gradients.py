@@ -4,15 +4,18 @@ from typing import Optional
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
+    BLOCK_AXIS,
+    STREAM_AXIS,
     _as_list,
     _color,
     _figure,
     _finish,
+    _integer_ticks,
     _labels,
+    _log_y,
     _number,
     _positive,
     series_styles,
@@ -59,11 +62,10 @@ def gradient_flow(
             **style,
             label=f"{label} (gain {_number(result['gain'])}, {mode} mode)",
         )
-    axes.set_yscale("log")
+    _log_y(axes)
     axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")
-    axes.set_xlabel(
-        r"stream point $\ell$ (0 = first block's input, L = last block's output)"
-    )
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(STREAM_AXIS)
     axes.set_ylabel(what)
     axes.legend(fontsize="small")
     return _finish(figure, path)
@@ -90,9 +92,9 @@ def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
         if not norms.size or not np.any(norms > 0):
             label += " (no gradient reaches the blocks)"
         axes.plot(np.arange(1, len(norms) + 1), _positive(norms), markersize=3, **style, label=label)
-    axes.set_yscale("log")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel(r"block $\ell$")
+    _log_y(axes)
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(BLOCK_AXIS)
     axes.set_ylabel(r"$\|\partial L / \partial W_\ell\|$ (all of the block's weights)")
     axes.legend(fontsize="small")
     return _finish(figure, path)
@@ -140,7 +142,7 @@ def scalar_chain(results: OneOrMore, labels: Labels=None, *, path: PathLike=None
             label=rf"{label}: residual $|1 + \alpha|^L$",
         )
     axes.axhline(1.0, color="gray", linewidth=1, linestyle=":")
-    axes.set_yscale("log")
+    _log_y(axes)
     axes.set_xlabel("depth L (number of blocks)")
     axes.set_ylabel(r"$|\partial x_L / \partial x_0|$")
     axes.legend(fontsize="small")

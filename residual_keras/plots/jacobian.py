@@ -4,16 +4,19 @@ from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
+    BLOCK_AXIS,
+    STREAM_AXIS,
     VARIANT_STYLES,
     _as_list,
     _color,
     _figure,
     _finish,
+    _integer_ticks,
     _labels,
+    _log_y,
     _panels,
     _positive,
     series_styles,
@@ -124,9 +127,10 @@ def jacobian(
             annotation_clip=False,
         )
     axes.axhline(1.0, color="black", linewidth=1, linestyle=":", label="1 (identity)")
-    axes.set_yscale("log")
+    _log_y(axes)
     axes.set_xlim(0, max_depth * 1.08)
-    axes.set_xlabel(r"depth $\ell$ (number of blocks)")
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(STREAM_AXIS)
     axes.set_ylabel(r"spectral norm $\|\partial x_\ell / \partial x_0\|_2$")
     axes.legend(fontsize="small")
     return _finish(figure, path)
@@ -157,7 +161,7 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, axes = _panels(title or "Block by block: each Jacobian, their product, and the product's norm",
-                           banner, len(results), panel_width=4.8, subtitle=subtitle)
+                           banner, len(results), subtitle=subtitle)
     for axis, result, label in zip(axes, results, labels):
         per_block = np.asarray(result["per_block"], dtype="float64").mean(axis=1)
         cumulative = np.asarray(result["cumulative"], dtype="float64").mean(axis=1)
@@ -178,9 +182,10 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
                 axis.plot(depths, np.cumprod(1 - eps), color="tab:green", linestyle=":", linewidth=2,
                           label=r"bound $\prod (1 - \varepsilon_i)$")
         axis.axhline(1.0, color="black", linestyle=":", linewidth=1)
-        axis.set_yscale("log")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.set_xlabel(r"block $\ell$")
+        _log_y(axis)
+        _integer_ticks(axis.xaxis)
+        axis.set_xlabel(BLOCK_AXIS)
+        axis.set_ylabel("spectral norm (log scale)")
         low, high = axis.get_ylim()
         axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
         note = _estimate_note(result)
@@ -204,18 +209,24 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
         path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
-        matplotlib.figure.Figure with three panels.
+        matplotlib.figure.Figure with three panels (one left out where no
+        model has its number), in a grid of two columns.
     """
-    keys = (
-        ("gradient_gain", r"gradient gain $\|\partial L/\partial x_0\| / \|\partial L/\partial x_L\|$"),
-        ("jacobian_norm", r"$\|\partial x_L / \partial x_0\|_2$"),
-        ("stream_growth", r"stream growth RMS($x_L$) / RMS($x_0$)"),
+    keys = (  # (key, panel title, y-axis label)
+        ("gradient_gain", r"gradient gain $\|\partial L/\partial x_0\|/\|\partial L/\partial x_L\|$", "gradient gain"),
+        ("jacobian_norm", r"$\|\partial x_L / \partial x_0\|_2$", "spectral norm"),
+        ("stream_growth", r"stream growth RMS($x_L$) / RMS($x_0$)", "RMS ratio"),
     )
-    figure, axes = _panels(title or "At initialisation, against depth", banner, 3, panel_width=4.6, subtitle=subtitle)
+
+    def measured(key):
+        return any(values.get(key) is not None for by_depth in summary.values() for values in by_depth.values())
+
+    keys = [item for item in keys if measured(item[0])]  # a panel without data is left out
+    figure, axes = _panels(title or "At initialisation, against depth", banner, len(keys), subtitle=subtitle)
     for index, (variant, by_depth) in enumerate(summary.items()):
         linestyle, marker = VARIANT_STYLES[index % len(VARIANT_STYLES)]
         depths = sorted(by_depth, key=int)
-        for axis, (key, _) in zip(axes, keys):
+        for axis, (key, _, _) in zip(axes, keys):
             values = [by_depth[depth].get(key) for depth in depths]
             values = [np.nan if value is None else value for value in values]
             label = variant
@@ -225,11 +236,12 @@ def depth_scaling(summary: dict[str, dict[int, dict[str, float]]], *, path: Path
                 label += _depths_estimate_note(by_depth, depths)
             axis.plot([int(d) for d in depths], _positive(values), color=_color(index),
                       linestyle=linestyle, marker=marker, label=label)
-    for axis, (_, label) in zip(axes, keys):
-        axis.set_yscale("log")
+    for axis, (_, name, ylabel) in zip(axes, keys):
+        _log_y(axis)
         axis.axhline(1.0, color="gray", linewidth=1, linestyle=":")
+        _integer_ticks(axis.xaxis)
         axis.set_xlabel("depth (layers)")
-        axis.set_title(label, fontsize="medium")
-    for axis in axes:
+        axis.set_ylabel(ylabel)
+        axis.set_title(name, fontsize="medium")
         axis.legend(fontsize="x-small")
     return _finish(figure, path)

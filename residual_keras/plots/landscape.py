@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator
 
 from residual_keras._types import Labels, OneOrMore, PathLike
-from residual_keras.plots._style import _as_list, _finish, _labels, _number, _wrapped, series_styles
+from residual_keras.plots._style import _as_list, _finish, _labels, _log_y, _number, _panels, _wrapped, series_styles
 
 LEVELS = 20
 
@@ -33,12 +33,13 @@ def loss_landscape(
     subtitle: Optional[str] = None,
     title: Optional[str] = None,
 ) -> Figure:
-    """Each model's loss plane side by side: contours above, the surface below, and all 1-D slices.
+    """Each model's loss plane: the contour maps, then the surfaces, then all 1-D slices and a note.
 
-    One column per result (e.g. the deepest plain and residual nets), with
-    one colour scale (log-spaced levels) shared by every panel, so heights
-    compare across models; the last column holds the 1-D slices of all of
-    them. Each column's title gives the figures measured on its grid
+    A grid of two columns: for two results (e.g. the deepest plain and
+    residual nets) their contour maps side by side, their surfaces below,
+    then the 1-D slices of both and a note on what was measured. One colour
+    scale (log-spaced levels) is shared by every panel, so heights compare
+    across models. Each column's title gives the figures measured on its grid
     (`edge_rise`, `curvature`, `nonconvex_share`). Where the loss was not
     finite the grid is blank.
 
@@ -53,21 +54,20 @@ def loss_landscape(
     results = _as_list(results)
     labels = _labels(results, labels)
     count = len(results)
-    width = 4.2 * (count + 1)
-    figure = Figure(figsize=(width, 8.4), layout="constrained")
-    heading = title or "The loss around the trained weights (filter-normalised random directions)"
-    parts = [banner, heading, None if not subtitle else _wrapped(subtitle, width, characters_per_inch=11)]
-    figure.suptitle("\n".join(part for part in parts if part), color="darkred" if banner else None)
+    # Reading order in a grid of two columns: every contour map, every surface, the slices, the note.
+    figure, axes = _panels(title or "The loss around the trained weights (filter-normalised random directions)",
+                           banner, 2 * count + 2, subtitle=subtitle, panel_height=3.9,
+                           projections=[None] * count + ["3d"] * count + [None, None])
+    tops, bottoms, slices, note = axes[:count], axes[count:2 * count], axes[-2], axes[-1]
     grids = [np.asarray(result["grid"], dtype="float64") for result in results]
     levels = _shared_levels(grids)
     finite = [grid[np.isfinite(grid)] for grid in grids]
     z_low = min((float(np.log10(values[values > 0].min())) for values in finite if (values > 0).any()), default=0.0)
     z_high = max((float(np.log10(values[values > 0].max())) for values in finite if (values > 0).any()), default=1.0)
     contour_set = None
-    for column, (result, label, grid) in enumerate(zip(results, labels, grids)):
+    for top, bottom, result, label, grid in zip(tops, bottoms, results, labels, grids):
         alphas = np.asarray(result["alphas"], dtype="float64")
         a, b = np.meshgrid(alphas, alphas, indexing="ij")
-        top = figure.add_subplot(2, count + 1, column + 1)
         shown = np.ma.masked_invalid(np.where(grid > 0, grid, np.nan))
         if levels is not None and shown.count():
             contour_set = top.contourf(b, a, shown, levels=levels, cmap="viridis", norm=_log_norm(levels))
@@ -80,7 +80,6 @@ def loss_landscape(
                       f"rise at the edge {_number(result.get('edge_rise'))}\n"
                       f"curvature {_number(result.get('curvature'))}, non-convex "
                       f"{_share(result.get('nonconvex_share'))} of the plane", fontsize="small")
-        bottom = figure.add_subplot(2, count + 1, count + 1 + column + 1, projection="3d")
         surface = np.log10(np.where(grid > 0, grid, np.nan))
         bottom.plot_surface(b, a, np.ma.masked_invalid(surface), cmap="viridis", vmin=z_low, vmax=z_high,
                             linewidth=0, antialiased=True)
@@ -90,19 +89,16 @@ def loss_landscape(
         bottom.set_zlabel("log10 loss", fontsize="small")
         bottom.set_title(f"{label}: the surface", fontsize="small")
     if contour_set is not None:
-        bar = figure.colorbar(contour_set, ax=figure.axes[0], location="left", shrink=0.8)
-        bar.set_label("loss")
+        bar = figure.colorbar(contour_set, ax=tops, location="right", shrink=0.8)
+        bar.set_label("loss (one scale for all)")
         bar.locator = LogLocator()
-    slices = figure.add_subplot(2, count + 1, count + 1)
     for style, result, label in zip(series_styles(labels), results, labels):
         slices.plot(result["alphas"], result["slice"], label=label, markersize=3, **style)
-    slices.set_yscale("log")
+    _log_y(slices)
     slices.set_xlabel("along direction 1 (1 = the weights' norm)")
     slices.set_ylabel("loss")
     slices.set_title("1-D slices through the weights", fontsize="small")
-    slices.grid(True, which="major", alpha=0.3)
     slices.legend(fontsize="x-small")
-    note = figure.add_subplot(2, count + 1, 2 * (count + 1))
     note.axis("off")
     first = results[0]
     note.text(0.0, 0.95, _wrapped(

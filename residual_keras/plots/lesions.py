@@ -4,14 +4,17 @@ from typing import Optional
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
+    BLOCK_AXIS,
+    FIGURE_WIDTH,
     _as_list,
     _figure,
     _finish,
+    _integer_ticks,
     _labels,
+    _log_y,
     _panels,
     _positive,
     series_styles,
@@ -23,12 +26,13 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
 
     Several results (e.g. residual and plain) are drawn as grouped bars with
     one dashed "intact" line each. Blocks that cannot be removed (a plain
-    block that changes shape) get an "n/a" mark instead of a bar.
+    block that changes shape) get an "n/a" mark instead of a bar. Blocks are
+    numbered from 1, as in every figure (their names are in each result's
+    `names`, in the same order).
 
     Args:
         results: one `diagnostics.lesion` result or a list of them (same
-            number of blocks for grouped bars; the first one's block names
-            label the x axis).
+            number of blocks for grouped bars).
         labels: one legend label per result. Default: the model names.
         path, banner, title, subtitle: as in `gradient_flow`.
 
@@ -42,12 +46,11 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     width = 0.8 / len(results)
     figure, axes = _figure(
         title or f"Lesion study: {metric} with one block removed",
-        banner,
-        figsize=(max(8.0, 0.35 * num_blocks * len(results) + 2), 5.5), subtitle=subtitle)
+        banner, figsize=(FIGURE_WIDTH, 5.0), subtitle=subtitle)
     for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
         color = style["color"]
         offset = (index - (len(results) - 1) / 2) * width
-        positions = np.arange(len(result["names"])) + offset
+        positions = np.arange(1, len(result["names"]) + 1) + offset
         values = result["lesioned"]
         removable = [i for i, value in enumerate(values) if value is not None]
         axes.bar(
@@ -80,10 +83,9 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     values = [v for result in results for v in (result["intact"], *result["lesioned"])]
     if all(value is None or value >= 0 for value in values):
         axes.set_ylim(bottom=0)
-    names = results[0]["names"]
-    axes.set_xticks(np.arange(len(names)))
-    axes.set_xticklabels(names, rotation=90, fontsize="x-small")
-    axes.set_xlabel("removed block")
+    axes.set_xlim(0.5, num_blocks + 0.5)
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel("removed " + BLOCK_AXIS)
     axes.set_ylabel(metric)
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
@@ -110,7 +112,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
     show_swaps = swaps is not None and any(swap and swap["pairs"] for swap in swaps)
     figure, axes = _panels(
         title or f"Removing and reordering blocks of trained networks (Veit et al. 2016): {metric}",
-        banner, 2 if show_swaps else 1, subtitle=subtitle)
+        banner, 2 if show_swaps else 1, subtitle=subtitle, panel_height=4.0)
     axis = axes[0]
     styles = series_styles(labels)
     for style, result, label in zip(styles, deletions, labels):
@@ -120,9 +122,9 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
                   label=f"{label} (of {len(result['candidates'])} blocks)")
         for k, values in zip(result["num_removed"], result["values"]):
             axis.scatter([k] * len(values), values, color=color, s=10, alpha=0.4)
-    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(axis.xaxis)
     axis.set_xlabel("blocks removed at random (k)")
-    axis.set_ylabel(f"{metric} (dots: single draws; line: mean)")
+    axis.set_ylabel(f"{metric}\n(dots: single draws; line: mean)")
     axis.set_ylim(bottom=0)
     axis.legend(fontsize="small")
     axis.set_title("delete k blocks", fontsize="medium")
@@ -137,7 +139,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
                       label=f"{label}: one adjacent pair swapped")
             axis.axhline(swap["intact"], color=color, linestyle="--", linewidth=1.2,
                          label=f"{label}: intact ({swap['intact']:.3g})")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(axis.xaxis)
         most = max([len(swap["swapped"]) for swap in swaps if swap] or [1])
         axis.set_xlim(0.5, most + 0.5)  # one pair or many: whole-number positions
         axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
@@ -165,7 +167,8 @@ def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=No
     results = _as_list(results)
     labels = _labels(results, labels)
     figure, (left, right) = _panels(
-        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2, subtitle=subtitle)
+        title or "Residual networks as ensembles of paths (Veit et al. 2016, figure 6)", banner, 2, subtitle=subtitle,
+        panel_height=4.0)
     width = 0.8 / len(results)
     for index, (style, result, label) in enumerate(zip(series_styles(labels), results, labels)):
         color = style["color"]
@@ -176,12 +179,12 @@ def path_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=No
                   label=f"{label}: share of the gradient")
         right.plot(lengths, _positive(result["gradient_per_path"]), markersize=3, **style, label=label)
     for axis in (left, right):
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(axis.xaxis)
     left.set_xlabel("path length k (branches passed)")
     left.set_ylabel("fraction")
     left.legend(fontsize="small")
     left.set_title("paths vs the gradient they carry", fontsize="medium")
-    right.set_yscale("log")
+    _log_y(right)
     right.set_xlabel("path length k (branches passed)")
     right.set_ylabel(r"$\|\partial L / \partial x_0\|$ through one path")
     right.legend(fontsize="small")

@@ -3,10 +3,9 @@
 from typing import Any, Optional, Sequence
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from residual_keras._types import PathLike
-from residual_keras.plots._style import _finish, _panels, series_styles
+from residual_keras.plots._style import _finish, _integer_ticks, _panels, series_styles
 
 
 def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: str, ylabel: str, note: Optional[str]=None, bottom: Optional[float]=None, top: Optional[float]=None, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
@@ -27,8 +26,13 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
         path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
-        matplotlib.figure.Figure with one panel per group.
+        matplotlib.figure.Figure with one panel per group that has a series
+        (a grid of two columns); a group without any is left out.
+
+    Raises:
+        ValueError: no group has a series.
     """
+    panels = [(panel_title, group) for panel_title, group in panels if group]
     figure, axes = _panels(title or "Learning curves", banner, len(panels), subtitle=subtitle)
     labels = [series["label"] for _, group in panels for series in group]
     styles = dict(zip(labels, series_styles(labels)))
@@ -44,11 +48,10 @@ def curves(panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, xlabel: st
             if series.get("dashed") is not None:
                 axis.plot(series["x"], series["dashed"], color=style["color"], linewidth=0.9, linestyle="--")
         axis.set_title(panel_title, fontsize="medium")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(axis.xaxis)
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
-        if axis.get_lines():
-            axis.legend(title=note, fontsize="small", title_fontsize="small")
+        axis.legend(title=note, fontsize="small", title_fontsize="small")
     low = min(axis.get_ylim()[0] for axis in axes) if bottom is None else bottom
     high = max(axis.get_ylim()[1] for axis in axes) if top is None else top
     for axis in axes:

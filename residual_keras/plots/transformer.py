@@ -4,13 +4,14 @@ from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from residual_keras._types import Labels, OneOrMore, PathLike, Results
 from residual_keras.plots._style import (
+    BLOCK_AXIS,
     _as_list,
     _figure,
     _finish,
+    _integer_ticks,
     _labels,
     _panels,
     series_styles,
@@ -53,7 +54,8 @@ def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             linestyle="--",
             label=f"{label}: feed-forward",
         )
-    axes.set_xlabel(r"block $\ell$")
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(BLOCK_AXIS)
     axes.set_ylabel("relative update size (mean over examples)")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
@@ -79,8 +81,8 @@ def logit_lens(results: OneOrMore, labels: Labels=None, *, reference: Optional[t
         axes.plot(result["depths"], result["loss"], markersize=3, **style, label=label)
     if reference is not None:
         axes.axhline(reference[0], color="gray", linestyle=":", linewidth=1.2, label=reference[1])
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("depth (0 = embeddings, L = the model's own output)")
+    _integer_ticks(axes.xaxis)
+    axes.set_xlabel(r"stream point $\ell$ read by the head ($x_0$: the embeddings, $x_\ell$ leaves block $\ell$)")
     axes.set_ylabel("loss (nats per character)")
     axes.legend(fontsize="small")
     return _finish(figure, path)
@@ -95,15 +97,16 @@ def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], l
         path, banner, title, subtitle: as in `gradient_flow`.
 
     Returns:
-        matplotlib.figure.Figure with one panel per model: bars for the
-        block, its attention and its feed-forward sublayer removed, and the
-        intact loss as a dashed line.
+        matplotlib.figure.Figure with one panel per model (a grid of two
+        columns, one y scale for all): bars for the block, its attention and
+        its feed-forward sublayer removed, and the intact loss as a dashed
+        line.
     """
     lesions, sublayers = _as_list(lesions), _as_list(sublayers)
     labels = _labels(lesions, labels)
     metric = sublayers[0].get("metric", "metric")
     figure, axes = _panels(title or f"Removing a block or one sublayer of a trained model: {metric}",
-                           banner, len(lesions), panel_width=4.4, subtitle=subtitle)
+                           banner, len(lesions), subtitle=subtitle)
     top = max(max(v for v in (*l["lesioned"], *s["attention"], *s["feedforward"]) if v is not None)
               for l, s in zip(lesions, sublayers))
     for axis, lesion_result, sublayer_result, label in zip(axes, lesions, sublayers, labels):
@@ -119,11 +122,9 @@ def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], l
         axis.axhline(sublayer_result["intact"], color="black", linestyle="--", linewidth=1.2,
                      label=f"intact ({sublayer_result['intact']:.3g})")
         axis.set_ylim(0, 1.05 * top)
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.set_xlabel(r"block $\ell$")
+        _integer_ticks(axis.xaxis)
+        axis.set_xlabel(BLOCK_AXIS)
         axis.set_ylabel(metric)
-        low, high = axis.get_ylim()
-        axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1
         axis.set_title(label, fontsize="medium")
         axis.legend(fontsize="x-small")
     return _finish(figure, path)
