@@ -7,6 +7,7 @@
     python -m tracks autograder --out autograder.zip   # the grader for Gradescope
 """
 
+import argparse
 import ast
 import importlib.util
 import pathlib
@@ -45,7 +46,9 @@ def main(argv=None):
         from tracks.exercises.cli import main as exercises_main
 
         return exercises_main(argv)
-    parser = OneLineParser(prog="python -m tracks", description=__doc__)
+    # The docstring's command list keeps its lines (argparse would reflow it into one paragraph).
+    parser = OneLineParser(prog="python -m tracks", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"residual-keras {package_version()}")
     parser.parse_args(argv)
     print(f"residual-keras {package_version()}: the tracks (each one trains by default; --help lists its "
