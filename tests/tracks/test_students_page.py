@@ -208,3 +208,46 @@ def test_every_figure_of_the_reference_runs_has_what_to_look_for():
     assert len(made) >= 14
     missing = sorted(name for name in made if f"`{name}`" not in figures)
     assert not missing, missing
+
+
+def _markdown(notebook):
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("notebook", ["vision.ipynb", "language.ipynb"])
+def test_each_notebook_names_the_extra_that_installs_jupyter(notebook):
+    text = _markdown(notebook)
+    install, run = text.find('pip install -e ".[notebooks]"'), text.find(f"jupyter notebook notebooks/{notebook}")
+    assert 0 <= install < run, "the notebook says how to get Jupyter before it says to run it"
+    extras = re.search(r"^notebooks = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert extras and '"notebook' in extras.group(1) and "ipykernel" in extras.group(1)
+
+
+def _text_cell():
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / "language.ipynb").read_text())["cells"]
+    (cell,) = [cell for cell in cells if cell["cell_type"] == "code" and "TEXT_PATH = " in "".join(cell["source"])]
+    return "".join(line for line in cell["source"] if not line.startswith("%"))
+
+
+def test_the_language_notebook_says_which_text_it_reads(tmp_path, capsys):
+    """TEXT_PATH unset: Python's documentation, said out loud; set: that file; a missing file: an error."""
+    code = _text_cell()
+    namespace = {}
+    exec(compile(code, "language.ipynb", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "TEXT_PATH is not set" in out and "pydoc" in out and namespace["data"].name == "pydoc"
+    text = tmp_path / "play.txt"
+    text.write_text("ROMEO: a line of a play.\n" * 200)
+    namespace = {}
+    exec(compile(code.replace("TEXT_PATH = None", f"TEXT_PATH = {str(text)!r}"), "language.ipynb", "exec"),
+         namespace)
+    assert namespace["text"] == namespace["data"].train_text and namespace["text"].startswith("ROMEO:")
+    assert "TEXT_PATH is not set" not in capsys.readouterr().out
+    with pytest.raises(ValueError, match="text file not found"):
+        exec(compile(code.replace("TEXT_PATH = None", f"TEXT_PATH = {str(tmp_path / 'none.txt')!r}"),
+                     "language.ipynb", "exec"), {})
