@@ -6,6 +6,8 @@ figures of summary.md around them: the notes (only those that apply to the
 models measured), the table, the diagnose run's summary.md.
 """
 
+import numpy as np
+
 from residual_keras import diagnostics, plots
 
 
@@ -26,7 +28,60 @@ def plot_dynamics(directory, results, banner=None, epoch_label="epoch", subtitle
         return []
     plots.dynamics(rows, labels, path=directory / "dynamics.png", banner=banner, epoch_label=epoch_label,
                    subtitle=subtitle)
-    return [("While training: gradient, updates, branches, identity scalars, the rank of x_L - x_0", "dynamics.png")]
+    # The caption names the panels drawn: an instrument no model has gets none.
+    drawn = [name for key, name in DYNAMICS_PANELS.items()
+             if any(row.get(key) is not None for model_rows in rows for row in model_rows)]
+    return [("While training: " + ", ".join(drawn), "dynamics.png")]
+
+
+# The panels of dynamics.png as its caption names them, by the column of the dynamics CSV.
+DYNAMICS_PANELS = {"gradient_gain": "gradient gain", "update_ratio": "updates", "branch_ratio": "branches",
+                   "identity_scalar": "identity scalars", "delta_rank": "the rank of x_L - x_0"}
+
+
+def _floats(values):
+    """results.json's numbers (None where a value was not finite) as a float array (NaN there)."""
+    return np.array(np.where(np.equal(np.asarray(values, dtype=object), None), np.nan, values), dtype="float64")
+
+
+def plot_initialisation(directory, summary, series, banner=None, subtitle=None, depth_scaling=True):
+    """The figures at initialisation that results.json's numbers draw again; the files drawn.
+
+    gradient_flow.png, activation_growth.png, layer_gradients.png (the deepest
+    model of each variant) and depth_scaling.png (`depth_scaling` and several
+    depths), with the arguments tracks/common/instruments.py draws them with
+    when it measures. jacobian.png and jacobian_blocks.png are not among them:
+    results.json keeps each model's ||d x_L / d x_0||, not the norms block by
+    block and along the depth that they draw.
+
+    Args:
+        directory: where the PNGs go.
+        summary: results.json's "initialisation" ({label: numbers}).
+        series: {label: (variant, depth)} of the models measured, in the order measured.
+        banner, subtitle: the figures' data warning and the line that names the run.
+    """
+    labels = [plots.Label(label, *series[label]) for label in summary]
+    gradients = [{"model": str(label), "stream_grad_norms": _floats(summary[label]["stream_grad_norms"]),
+                  "block_weight_grad_norms": _floats(summary[label]["block_weight_grad_norms"]),
+                  "gain": summary[label].get("gradient_gain"), "training": True} for label in labels]
+    plots.gradient_flow(gradients, labels, path=directory / "gradient_flow.png", banner=banner, subtitle=subtitle)
+    activations = [{"model": str(label), "rms": _floats(summary[label]["stream_rms"])} for label in labels]
+    plots.activation_growth(activations, labels, path=directory / "activation_growth.png", banner=banner,
+                            subtitle=subtitle)
+    deepest = {}  # variant -> index of its deepest model
+    for index, label in enumerate(labels):
+        if label.variant not in deepest or label.depth > labels[deepest[label.variant]].depth:
+            deepest[label.variant] = index
+    plots.layer_gradients([gradients[index] for index in deepest.values()], [labels[index] for index in deepest.values()],
+                          path=directory / "layer_gradients.png", banner=banner, subtitle=subtitle)
+    drawn = ["gradient_flow.png", "activation_growth.png", "layer_gradients.png"]
+    if depth_scaling and len({label.depth for label in labels}) > 1:
+        by_variant = {}
+        for label in labels:
+            by_variant.setdefault(label.variant, {})[label.depth] = summary[label]
+        plots.depth_scaling(by_variant, path=directory / "depth_scaling.png", banner=banner, subtitle=subtitle)
+        drawn.append("depth_scaling.png")
+    return drawn
 
 
 def dynamics_cost_line(results):
@@ -194,4 +249,4 @@ def write_diagnose_summary(run, title, summary, banner=None,
 
 
 __all__ = ["LANDSCAPE_NOTE", "LESION_NOTE", "PATHS_NOTE", "dynamics_cost_line", "initialisation_table",
-           "instrument_figures", "instrument_notes", "plot_dynamics", "write_diagnose_summary"]
+           "instrument_figures", "instrument_notes", "plot_dynamics", "plot_initialisation", "write_diagnose_summary"]

@@ -211,8 +211,12 @@ def terminal_ending(run, results):
     return run_ending(run, *results_table(results), extra_lines=extra)
 
 
-def report(results, ctx):
-    """The figures, samples and summary.md of a finished run; returns the lines the run ends with."""
+def draw_figures(results, ctx):
+    """Every figure of a finished run's report, from what the run keeps (results.json, metrics/, dynamics/).
+
+    Returns the (title, file) of summary.md's figures, those at initialisation
+    (drawn when they were measured) included. scripts/replot.py calls it too.
+    """
     run, config, banner, line = ctx.run, ctx.config, ctx.data.plot_banner, subtitle(ctx)
     figures = [("Validation loss", "loss_curves.png")]
     plot_loss_curves(run, config, results, run.path / "loss_curves.png", banner, line)
@@ -220,9 +224,15 @@ def report(results, ctx):
     if plot_stream(config, results, run.path / "stream.png", banner, line):
         figures.append(("The residual stream after training", "stream.png"))
     figures += plot_trained_instruments(config, results, run.path, banner, line)
-    write_samples(run, config, results)
-    write_summary(run, config, results, figures, ctx.data.banner)
-    return terminal_ending(run, results)
+    return figures
+
+
+def report(results, ctx):
+    """The figures, samples and summary.md of a finished run; returns the lines the run ends with."""
+    figures = draw_figures(results, ctx)
+    write_samples(ctx.run, ctx.config, results)
+    write_summary(ctx.run, ctx.config, results, figures, ctx.data.banner)
+    return terminal_ending(ctx.run, results)
 
 
 def write_summary(run, config, results, figures, banner=None):

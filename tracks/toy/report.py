@@ -8,6 +8,8 @@
 - summary.md: the table, the findings computed from it (findings.py), the figures.
 """
 
+import textwrap
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -57,32 +59,51 @@ def plot_loss_curves(config, results, path, runs, subtitle=None):
 
 
 def plot_boundaries(config, results, data, path, subtitle=None):
-    """boundaries.png: P(class 1) of every trained net, rows = variants, columns = depths."""
+    """boundaries.png: P(class 1) of every trained net, a row per variant, a column per depth; the figure.
+
+    At most 4 columns (8.8 inches), so that the figure can be read at 800 px wide: more depths wrap
+    onto further rows.
+    """
     depths, variants = sorted(config.depths), list(config.variants)
-    figure = Figure(figsize=(2.6 * len(depths) + 0.8, 2.6 * len(variants) + 0.9), layout="constrained")
-    axes = figure.subplots(len(variants), len(depths), squeeze=False)
-    figure.suptitle("Decision boundaries after training: P(class 1); training points on top (yellow: class 1)"
-                    + (f"\n{subtitle}" if subtitle else ""), fontsize="medium")
+    columns = min(len(depths), 4)
+    rows_per_variant = -(-len(depths) // columns)
+    size = min(2.6, 8.0 / columns)
+    width = size * columns + 0.8
+    figure = Figure(figsize=(width, size * rows_per_variant * len(variants) + 0.9), layout="constrained")
+    grid = figure.subplots(rows_per_variant * len(variants), columns, squeeze=False)
+    panels, axes = [], []
+    for row, variant in enumerate(variants):  # each variant starts a row
+        for index, depth in enumerate(depths):
+            panels.append((variant, depth))
+            axes.append(grid[row * rows_per_variant + index // columns][index % columns])
+    for axis in grid.flat:
+        if axis not in axes:
+            axis.remove()  # a row that the depths do not fill: no empty panel
+    heading = "Decision boundaries after training: P(class 1); training points on top (yellow: class 1)"
+    lines = textwrap.wrap(heading, int(11 * width)) + (textwrap.wrap(subtitle, int(11 * width)) if subtitle else [])
+    figure.suptitle("\n".join(lines), fontsize="medium")
     image = None
-    for row, variant in enumerate(variants):
-        for column, depth in enumerate(depths):
-            axis, entry = axes[row][column], results.model(f"{variant}-{depth}")
-            axis.set_xticks([])
-            axis.set_yticks([])
-            if entry is not None and entry.boundary is not None:
-                image = axis.imshow(np.asarray(entry.boundary, dtype=float), origin="lower", cmap="RdBu_r",
-                                    vmin=0, vmax=1, extent=(-LIMIT, LIMIT, -LIMIT, LIMIT), interpolation="bilinear")
-                axis.set_title(f"{variant}-{depth}: loss {entry.train_loss:.2f}", fontsize="small")
-            else:
-                axis.set_title(f"{variant}-{depth}: {'diverged' if entry is not None and entry.diverged else 'not trained'}",
-                               fontsize="small")
-            axis.scatter(data.x_train[:, 0], data.x_train[:, 1], s=4, edgecolors="none",
-                         c=np.where(data.y_train == 1, "#FFD21F", "black"))  # class 1 yellow, class 0 black
-            axis.set_xlim(-LIMIT, LIMIT)
-            axis.set_ylim(-LIMIT, LIMIT)
+    for axis, (variant, depth) in zip(axes, panels):
+        entry = results.model(f"{variant}-{depth}")
+        axis.set_xticks([])
+        axis.set_yticks([])
+        if entry is not None and entry.boundary is not None:
+            image = axis.imshow(np.asarray(entry.boundary, dtype=float), origin="lower", cmap="RdBu_r",
+                                vmin=0, vmax=1, extent=(-LIMIT, LIMIT, -LIMIT, LIMIT), interpolation="bilinear")
+            axis.set_title(f"{variant}-{depth}: loss {entry.train_loss:.2f}", fontsize="small")
+        else:
+            axis.set_title(f"{variant}-{depth}: {'diverged' if entry is not None and entry.diverged else 'not trained'}",
+                           fontsize="small")
+        axis.scatter(data.x_train[:, 0], data.x_train[:, 1], s=4, edgecolors="none",
+                     c=np.where(data.y_train == 1, "#FFD21F", "black"))  # class 1 yellow, class 0 black
+        axis.set_xlim(-LIMIT, LIMIT)
+        axis.set_ylim(-LIMIT, LIMIT)
+        axis.set_xlabel("$x_1$", fontsize="small", labelpad=1)
+        axis.set_ylabel("$x_2$", fontsize="small", labelpad=1)
     if image is not None:
         figure.colorbar(image, ax=axes, shrink=0.8, label="P(class 1)")
     figure.savefig(path, dpi=110)
+    return figure
 
 
 def results_table(results):
@@ -133,8 +154,12 @@ def subtitle(ctx):
     return f"two spirals, seed {config.seed}: {len(data.y_train)} points, width {config.width} ({config.preset} preset)"
 
 
-def report(results, ctx):
-    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+def draw_figures(results, ctx):
+    """Every figure of a finished run's report, from what the run keeps (results.json, metrics/, dynamics/).
+
+    Returns the (title, file) of summary.md's figures, those at initialisation
+    (drawn when they were measured) included. scripts/replot.py calls it too.
+    """
     run, config, data, line = ctx.run, ctx.config, ctx.data, subtitle(ctx)
     plot_loss_curves(config, results, run.path / "loss_curves.png", [run], line)
     plot_boundaries(config, results, data, run.path / "boundaries.png", line)
@@ -142,8 +167,14 @@ def report(results, ctx):
     figures += instrument_figures(run.path)
     figures += plot_dynamics(run.path, results, subtitle=f"{line}; on {config.instrument_points} points")
     figures += plot_trained(config, results, run.path, line)
-    write_summary(run, config, results, data, figures, line)
-    return run_ending(run, *results_table(results))
+    return figures
+
+
+def report(results, ctx):
+    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+    figures = draw_figures(results, ctx)
+    write_summary(ctx.run, ctx.config, results, ctx.data, figures, subtitle(ctx))
+    return run_ending(ctx.run, *results_table(results))
 
 
 def plot_trained(config, results, directory, subtitle):

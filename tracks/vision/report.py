@@ -256,8 +256,12 @@ def recipe_line(config):
     return line + "."
 
 
-def report(results, ctx):
-    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+def draw_figures(results, ctx):
+    """Every figure of a finished run's report, from what the run keeps (results.json, metrics/, dynamics/).
+
+    Returns the (title, file) of summary.md's figures, those at initialisation
+    (drawn when they were measured) included. scripts/replot.py calls it too.
+    """
     run, config, banner, line = ctx.run, ctx.config, ctx.data.plot_banner, subtitle(ctx)
     figures = [("Training curves", "training_curves.png")]
     plot_training_curves(run, config, results, run.path / "training_curves.png", banner, line)
@@ -266,8 +270,14 @@ def report(results, ctx):
         figures.append(("Lesion study of the trained networks", "lesion.png"))
     figures += plot_ensemble(config, results, run.path, banner, line)
     figures += plot_landscape(config, results, run.path, banner, line)
-    write_summary(run, config, results, figures, ctx.data.banner)
-    return terminal_ending(run, results)
+    return figures
+
+
+def report(results, ctx):
+    """The figures and summary.md of a finished run; returns the lines the run ends with in the terminal."""
+    figures = draw_figures(results, ctx)
+    write_summary(ctx.run, ctx.config, results, figures, ctx.data.banner)
+    return terminal_ending(ctx.run, results)
 
 
 def synthetic_note(config, dataset):

@@ -1,0 +1,197 @@
+"""Draw a finished run's figures again from what its directory keeps: nothing is trained or measured.
+
+    python scripts/replot.py RUN_DIR [RUN_DIR ...]            # redraws the figures in RUN_DIR
+    python scripts/replot.py RUN_DIR --out DIR                # in a copy of RUN_DIR made in DIR
+
+A run directory keeps its numbers: results.json (every model's results, the
+studies of the trained nets, the instruments at initialisation), metrics/
+(the learning curves) and dynamics/ (the instruments while training). This
+script draws the run's figures from them with the code the tracks draw them
+with: each track's `report.draw_figures` (the report's figures) and
+`tracks.common.instrument_report.plot_initialisation` (those at
+initialisation). So when a figure's code changes, the maintainers redraw
+docs/reference/ with it, and an instructor redraws a class's runs, in
+seconds and without training. Only PNG files are written: summary.md,
+results.json and the CSV files stay as they are.
+
+What the figures print about the data (its name, the fallback banner, the
+number of training images) comes from results.json, so the data need not be
+at hand; the toy track's figure of decision boundaries draws the training
+points again from the run's seed, checked against config.json's fingerprint.
+
+Two figures cannot be drawn from a run directory: jacobian.png and
+jacobian_blocks.png. results.json keeps each model's ||d x_L / d x_0||, not
+the norms block by block and along the depth that these figures draw, so
+they are left as they are and named in the output. Measuring them again
+needs the models at initialisation and the data (`--resume` of a finished
+run does it when they are missing; it also rewrites summary.md and
+results.json's numbers at initialisation).
+
+A `--seeds` run's own directory is refused (its mean +- std curves are drawn
+from its seed-N/ runs): give the seed-N/ directories.
+
+Exit status: 0 when every run was redrawn, 2 when a RUN_DIR is not a
+finished run of a track (one line each, nothing written for it).
+"""
+
+import argparse
+import dataclasses
+import importlib
+import json
+import pathlib
+import shutil
+import sys
+from typing import Optional, Sequence
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# Figures a run draws that results.json does not keep the numbers of (see the docstring).
+NOT_KEPT = ("jacobian.png", "jacobian_blocks.png")
+# The tracks whose report draws the data themselves (the toy track's points), not only their name.
+DRAWS_THE_DATA = ("toy",)
+
+
+class ReplotError(Exception):
+    """A RUN_DIR that cannot be redrawn: one line for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedData:
+    """What the figures say about a run's data, as results.json recorded it (the data are not loaded).
+
+    `y_train` only has the training set's length (the vision subtitle counts the images).
+    """
+
+    name: str
+    title: str
+    banner: Optional[str]
+    plot_banner: Optional[str]
+    y_train: Sequence
+
+
+def _plot_banner(track_name, banner):
+    """The data's warning as the figures show it: the rule of the track's own data class."""
+    if banner is None:
+        return None
+    classes = {"vision": ("tracks.vision.data.loading", "VisionData"), "language": ("tracks.language.data", "TextData")}
+    module, name = classes[track_name]
+    return getattr(importlib.import_module(module), name).plot_banner.fget(RecordedData("", "", banner, None, ()))
+
+
+def _read(run_path):
+    """(track, base track name, config, results as a dict, diagnose) of a run directory, or ReplotError."""
+    from tracks.common.config import ConfigError, config_from_dict
+    from tracks.common.run_dir import RunDirectory, read_json
+    from tracks.registry import TRACKS, track as track_named
+
+    if not (run_path / "config.json").is_file():
+        raise ReplotError(f"{run_path}: no config.json there, not a run directory")
+    if any(run_path.glob("seed-*/config.json")):
+        raise ReplotError(f"{run_path} is a --seeds run: redraw its seed-N/ directories one by one")
+    run = RunDirectory(run_path, None)
+    try:
+        recorded = read_json(run.config_path, "restore it from a copy")
+        name = recorded.get("track") if isinstance(recorded, dict) else None
+        base = str(name).removesuffix("-diagnose")
+        if base not in TRACKS:
+            raise ReplotError(f"{run_path}: config.json names no track of this package ({name!r})")
+        track = track_named(base)
+        config = config_from_dict(track.config_cls, recorded)
+        results = run.read_results()
+    except ConfigError as error:
+        raise ReplotError(str(error)) from None
+    if not results.get("initialisation"):
+        raise ReplotError(f"{run_path}: results.json has no numbers at initialisation: the run did not get that far")
+    return track, base, config, results, name.endswith("-diagnose")
+
+
+def _data(track, base, config, results, run_path):
+    """The run's data as its figures need them: recorded, or (the toy points) drawn again and checked."""
+    from tracks.common.track import RunContext
+
+    if base in DRAWS_THE_DATA:
+        data = track.parts.load_data(RunContext(config))
+        recorded = json.loads((run_path / "config.json").read_text()).get("data_fingerprint")
+        if recorded and recorded.get("sha256") != track.parts.fingerprint(data).get("sha256"):
+            raise ReplotError(f"{run_path}: the points drawn from the seed differ from the run's (config.json's "
+                              f"data_fingerprint): this code makes other data than the run's")
+        return data
+    name = results.get("dataset") or config.data
+    title = results.get("dataset_title") or track.parts.data_title(name)
+    return RecordedData(name, title, results.get("banner"), _plot_banner(base, results.get("banner")),
+                        range(results.get("train_images") or 0))
+
+
+def replot(run_path, log=print):
+    """Draws the figures of one run directory again; returns the files drawn."""
+    from tracks.common.instrument_report import plot_initialisation
+    from tracks.common.run import diagnose_subtitle, instrument_subtitle
+    from tracks.common.run_dir import LOCK_NAME, RunDirectory
+    from tracks.common.track import RunContext
+
+    track, base, config, results, diagnose = _read(run_path)
+    data = _data(track, base, config, results, run_path)
+    had_lock = (run_path / LOCK_NAME).exists()
+    from tracks.common.config import ConfigError
+
+    run = RunDirectory(run_path, results.get("track"))
+    try:
+        run.lock()  # not while the run trains (it draws its figures itself at the end)
+    except ConfigError as error:
+        raise ReplotError(str(error)) from None
+    try:
+        ctx = RunContext(config, run=run, data=data)
+        summary = results["initialisation"]
+        # The models measured at initialisation, in the order measured: the grid's (variant, depth), once each.
+        series = {}
+        for spec in track.parts.grid(config):
+            series.setdefault(f"{spec.variant}-{spec.depth}", (spec.variant, spec.depth))
+        missing = [label for label in summary if label not in series]
+        if missing:
+            raise ReplotError(f"{run_path}: results.json measured {', '.join(missing)} at initialisation, which "
+                              f"config.json's grid does not have")
+        examples = range(len(next(iter(summary.values()))["stream_rms"][0]))  # the batch measured: its size only
+        subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, examples)
+        drawn = plot_initialisation(run_path, summary, series, banner=data.plot_banner, subtitle=subtitle,
+                                    depth_scaling=track.instrument_options.get("depth_scaling", True))
+        if not diagnose:
+            module = importlib.import_module(f"tracks.{base}.report")
+            figures = module.draw_figures(track.results.from_json(results), ctx)
+            drawn += [name for _, name in figures if name not in drawn and name not in NOT_KEPT]
+    finally:
+        run.release()
+        if not had_lock:
+            (run_path / LOCK_NAME).unlink(missing_ok=True)
+    kept = [name for name in NOT_KEPT if (run_path / name).exists()]
+    log(f"{run_path}: drew {', '.join(drawn)}"
+        + (f"; left as they were (their numbers are not kept): {', '.join(kept)}" if kept else ""))
+    return drawn
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python scripts/replot.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", metavar="RUN_DIR", nargs="+", type=pathlib.Path, help="a finished run's directory")
+    parser.add_argument("--out", type=pathlib.Path, default=None,
+                        help="copy each RUN_DIR into this directory first and redraw the copy (RUN_DIR is not touched)")
+    args = parser.parse_args(argv)
+    failed = 0
+    for run_path in args.runs:
+        try:
+            if args.out is not None:
+                target = args.out / run_path.resolve().name
+                if target.exists():
+                    raise ReplotError(f"--out {args.out}: {target} exists already; choose another --out")
+                _read(run_path)  # refused before anything is copied
+                shutil.copytree(run_path, target)
+                run_path = target
+            replot(run_path)
+        except ReplotError as error:
+            print(f"error: {error}", file=sys.stderr)
+            failed += 1
+    return 2 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
