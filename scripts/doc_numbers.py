@@ -227,7 +227,7 @@ def untagged_config(text, where):
             if match["key"] in keys and not prose.startswith("<!-- ref ", match.end())]
 
 
-def test_numbers(text, where):
+def tested_numbers(text, where):
     """One line per number tagged with a test (`1.25<!-- test tests/x.py -->`) that the test does not hold."""
     problems = []
     for match in TEST_TAG.finditer(text):
@@ -275,7 +275,7 @@ def repository_paths(text, where):
 
 def check_part(part, student=False):
     """Every problem of one `Part` (`student`: the stricter rules of the pages a student reads)."""
-    problems = check_text(part.text, part.where) + test_numbers(part.text, part.where) if (
+    problems = check_text(part.text, part.where) + tested_numbers(part.text, part.where) if (
         part.kind == "markdown") else []
     if student:
         if part.kind == "markdown":

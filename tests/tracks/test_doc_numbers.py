@@ -214,9 +214,9 @@ def test_text_tags_match_whole_words():
 
 def test_a_number_a_test_states_must_be_in_that_test():
     text = "more than x1.25<!-- test tests/library/test_diagnostics.py --> per block"
-    assert doc_numbers.test_numbers(text, "x.md") == [] and doc_numbers.untagged_growth(text, "x.md") == []
-    assert "1.35 is not a number of" in doc_numbers.test_numbers(text.replace("1.25", "1.35"), "x.md")[0]
-    assert "is not in the repository" in doc_numbers.test_numbers(
+    assert doc_numbers.tested_numbers(text, "x.md") == [] and doc_numbers.untagged_growth(text, "x.md") == []
+    assert "1.35 is not a number of" in doc_numbers.tested_numbers(text.replace("1.25", "1.35"), "x.md")[0]
+    assert "is not in the repository" in doc_numbers.tested_numbers(
         "1.25<!-- test tests/nothing.py -->", "x.md")[0]
 
 
