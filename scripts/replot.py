@@ -2,6 +2,7 @@
 
     python scripts/replot.py RUN_DIR [RUN_DIR ...]            # redraws the figures in RUN_DIR
     python scripts/replot.py RUN_DIR --out DIR                # in a copy of RUN_DIR made in DIR
+    python scripts/replot.py RUN_DIR --measure-initialisation [--data SOURCE]   # the Jacobians too
 
 A run directory keeps its numbers: results.json (every model's results, the
 studies of the trained nets, the instruments at initialisation), metrics/
@@ -22,10 +23,16 @@ points again from the run's seed, checked against config.json's fingerprint.
 Two figures cannot be drawn from a run directory: jacobian.png and
 jacobian_blocks.png. results.json keeps each model's ||d x_L / d x_0||, not
 the norms block by block and along the depth that these figures draw, so
-they are left as they are and named in the output. Measuring them again
-needs the models at initialisation and the data (`--resume` of a finished
-run does it when they are missing; it also rewrites summary.md and
-results.json's numbers at initialisation).
+they are left as they are and named in the output. With
+`--measure-initialisation` they are measured again: the grid's models are
+built at initialisation from the run's seed and measured on the run's
+batch with the track's own code (`tracks.common.run.measure_at_initialisation`,
+nothing is trained), in a scratch directory; the two figures are kept only
+when every model's gradient gain, ||d x_L / d x_0|| and stream growth
+come out as results.json has them (within a relative 1e-3), so that they
+show the run's own models. That needs the run's data: its recorded source,
+or `--data SOURCE` for another copy of the same data (checked against
+config.json's fingerprint), and a minute or so of CPU per run.
 
 A `--seeds` run's own directory is refused (its mean +- std curves are drawn
 from its seed-N/ runs): give the seed-N/ directories.
@@ -35,6 +42,7 @@ finished run of a track (one line each, nothing written for it).
 """
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -48,6 +56,9 @@ sys.path.insert(0, str(ROOT))
 
 # Figures a run draws that results.json does not keep the numbers of (see the docstring).
 NOT_KEPT = ("jacobian.png", "jacobian_blocks.png")
+# What a new measurement at initialisation must give again (relative difference) for its Jacobians to be kept.
+MEASURED_AGAIN = ("gradient_gain", "jacobian_norm", "stream_growth")
+TOLERANCE = 1e-3
 # The tracks whose report draws the data themselves (the toy track's points), not only their name.
 DRAWS_THE_DATA = ("toy",)
 
@@ -112,10 +123,7 @@ def _data(track, base, config, results, run_path):
 
     if base in DRAWS_THE_DATA:
         data = track.parts.load_data(RunContext(config))
-        recorded = json.loads((run_path / "config.json").read_text()).get("data_fingerprint")
-        if recorded and recorded.get("sha256") != track.parts.fingerprint(data).get("sha256"):
-            raise ReplotError(f"{run_path}: the points drawn from the seed differ from the run's (config.json's "
-                              f"data_fingerprint): this code makes other data than the run's")
+        _same_data(run_path, track, data)
         return data
     name = results.get("dataset") or config.data
     title = results.get("dataset_title") or track.parts.data_title(name)
@@ -123,24 +131,87 @@ def _data(track, base, config, results, run_path):
                         range(results.get("train_images") or 0))
 
 
+@contextlib.contextmanager
+def _locked(run_path, track_name):
+    """The run's lock while its figures are drawn: not while it trains (it draws them itself at the end)."""
+    from tracks.common.config import ConfigError
+    from tracks.common.run_dir import LOCK_NAME, RunDirectory
+
+    had_lock = (run_path / LOCK_NAME).exists()
+    run = RunDirectory(run_path, track_name)
+    try:
+        run.lock()
+    except ConfigError as error:
+        raise ReplotError(str(error)) from None
+    try:
+        yield run
+    finally:
+        run.release()
+        if not had_lock:  # a lock file this script made: gone again
+            (run_path / LOCK_NAME).unlink(missing_ok=True)
+
+
+def _same_data(run_path, track, data):
+    """ReplotError unless `data` are those config.json's fingerprint describes (their digest)."""
+    recorded = json.loads((run_path / "config.json").read_text()).get("data_fingerprint") or {}
+    found = track.parts.fingerprint(data)
+    if recorded.get("sha256") != found.get("sha256") or bool(recorded.get("banner")) != bool(found.get("banner")):
+        raise ReplotError(f"{run_path}: the data loaded ({found.get('source')}) are not the run's (config.json's "
+                          f"data_fingerprint differs); give a copy of the run's data with --data")
+
+
+def measure_jacobians(run_path, source=None, log=print):
+    """jacobian.png and jacobian_blocks.png measured again at initialisation; the files written (see the docstring)."""
+    import tempfile
+
+    from tracks.common.device_setup import setup_runtime
+    from tracks.common.run import measure_at_initialisation
+    from tracks.common.run_dir import RunDirectory
+    from tracks.common.track import RunContext
+
+    track, base, config, results, diagnose = _read(run_path)
+    if source is not None:
+        try:
+            config = dataclasses.replace(config, data=track.parse_source(source))
+        except ValueError as error:
+            raise ReplotError(f"--data {source}: {error}") from None
+    data = track.parts.load_data(RunContext(config, trains=not diagnose))
+    _same_data(run_path, track, data)
+    if diagnose:  # as `diagnose` and a training run set the process up before they measure
+        runtime = setup_runtime("fp32", "off", "none", seed=config.seed)
+    else:
+        runtime = setup_runtime(config.precision, config.xla, config.strategy, seed=config.seed,
+                                cpu_xla=track.cpu_xla, cpu_graph_optimizer=track.cpu_graph_optimizer,
+                                cpu_bf16=track.cpu_bf16)
+    with tempfile.TemporaryDirectory() as scratch:
+        ctx = RunContext(config, run=RunDirectory(scratch, base), data=data, runtime=runtime, log=lambda line: None)
+        measured = measure_at_initialisation(track, ctx, track.parts.grid(config), diagnose=diagnose)
+        differ = []
+        for label, saved in results["initialisation"].items():
+            for key in MEASURED_AGAIN:
+                old, new = saved.get(key), measured.get(label, {}).get(key)
+                if (old is None) != (new is None) or old is not None and abs(new - old) > TOLERANCE * abs(old):
+                    differ.append(f"{label}'s {key} {new} (results.json: {old})")
+        if differ:
+            raise ReplotError(f"{run_path}: measured again at initialisation, {'; '.join(differ[:3])}: not the run's "
+                              f"models (other code or versions?); {', '.join(NOT_KEPT)} left as they were")
+        with _locked(run_path, results.get("track")):
+            for name in NOT_KEPT:
+                shutil.copyfile(pathlib.Path(scratch) / name, run_path / name)
+    log(f"{run_path}: measured again at initialisation ({len(results['initialisation'])} models, every "
+        f"{', '.join(MEASURED_AGAIN)} within {TOLERANCE:g} of results.json): drew {', '.join(NOT_KEPT)}")
+    return list(NOT_KEPT)
+
+
 def replot(run_path, log=print):
     """Draws the figures of one run directory again; returns the files drawn."""
     from tracks.common.instrument_report import plot_initialisation
     from tracks.common.run import diagnose_subtitle, instrument_subtitle
-    from tracks.common.run_dir import LOCK_NAME, RunDirectory
     from tracks.common.track import RunContext
 
     track, base, config, results, diagnose = _read(run_path)
     data = _data(track, base, config, results, run_path)
-    had_lock = (run_path / LOCK_NAME).exists()
-    from tracks.common.config import ConfigError
-
-    run = RunDirectory(run_path, results.get("track"))
-    try:
-        run.lock()  # not while the run trains (it draws its figures itself at the end)
-    except ConfigError as error:
-        raise ReplotError(str(error)) from None
-    try:
+    with _locked(run_path, results.get("track")) as run:
         ctx = RunContext(config, run=run, data=data)
         summary = results["initialisation"]
         # The models measured at initialisation, in the order measured: the grid's (variant, depth), once each.
@@ -159,10 +230,6 @@ def replot(run_path, log=print):
             module = importlib.import_module(f"tracks.{base}.report")
             figures = module.draw_figures(track.results.from_json(results), ctx)
             drawn += [name for _, name in figures if name not in drawn and name not in NOT_KEPT]
-    finally:
-        run.release()
-        if not had_lock:
-            (run_path / LOCK_NAME).unlink(missing_ok=True)
     kept = [name for name in NOT_KEPT if (run_path / name).exists()]
     log(f"{run_path}: drew {', '.join(drawn)}"
         + (f"; left as they were (their numbers are not kept): {', '.join(kept)}" if kept else ""))
@@ -175,7 +242,14 @@ def main(argv=None):
     parser.add_argument("runs", metavar="RUN_DIR", nargs="+", type=pathlib.Path, help="a finished run's directory")
     parser.add_argument("--out", type=pathlib.Path, default=None,
                         help="copy each RUN_DIR into this directory first and redraw the copy (RUN_DIR is not touched)")
+    parser.add_argument("--measure-initialisation", action="store_true",
+                        help="measure the models at initialisation again (no training) for jacobian.png and "
+                             "jacobian_blocks.png, kept where the numbers match results.json's")
+    parser.add_argument("--data", metavar="SOURCE", default=None,
+                        help="with --measure-initialisation: the run's data from another place (e.g. folder:PATH)")
     args = parser.parse_args(argv)
+    if args.data is not None and not args.measure_initialisation:
+        parser.error("--data is read only with --measure-initialisation (the figures' numbers need no data)")
     failed = 0
     for run_path in args.runs:
         try:
@@ -187,6 +261,8 @@ def main(argv=None):
                 shutil.copytree(run_path, target)
                 run_path = target
             replot(run_path)
+            if args.measure_initialisation:
+                measure_jacobians(run_path, args.data)
         except ReplotError as error:
             print(f"error: {error}", file=sys.stderr)
             failed += 1

@@ -7,6 +7,7 @@ run's figures from its directory with the tracks' code and writes nothing
 but PNG files.
 """
 
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -134,6 +135,9 @@ def test_replot_refuses_what_is_not_a_finished_run(tmp_path):
         with pytest.raises(replot.ReplotError, match=message):
             replot.replot(path)
     assert replot.main([str(tmp_path / "empty"), str(other)]) == 2
+    with pytest.raises(SystemExit) as exit_:  # --data is for a new measurement only
+        replot.main([str(REFERENCE / "toy-spirals-s0"), "--data", "spirals"])
+    assert exit_.value.code == 2
 
 
 @pytest.mark.slow
@@ -155,3 +159,54 @@ def test_replot_draws_a_reference_run_again_and_writes_only_its_figures(referenc
                                          if path.suffix == ".png"}}  # nothing but the figures written
     assert "left as they were (their numbers are not kept): jacobian.png, jacobian_blocks.png" in done.stdout
     assert not (run / ".lock").exists()
+
+
+def test_measured_again_the_jacobians_are_kept_only_where_the_numbers_are_the_runs(tmp_path, monkeypatch):
+    """measure_jacobians copies the two figures only when every number at initialisation comes out as saved."""
+    import tracks.common.run as run_module
+
+    run = tmp_path / "toy-spirals-s0"
+    shutil.copytree(REFERENCE / "toy-spirals-s0", run)
+    saved = json.loads((run / "results.json").read_text())["initialisation"]
+    before = {name: (run / name).read_bytes() for name in replot.NOT_KEPT}
+    measured = {}
+
+    def measure(track, ctx, specs, diagnose=False):  # stands for the models measured again (tested slow below)
+        for name in replot.NOT_KEPT:
+            (ctx.run.path / name).write_bytes(b"measured " + name.encode())
+        return measured
+
+    monkeypatch.setattr(run_module, "measure_at_initialisation", measure)
+    measured.update({label: {**values, "jacobian_norm": values["jacobian_norm"] * 1.01} for label, values in saved.items()})
+    with pytest.raises(replot.ReplotError, match="jacobian_norm .* not the run's models"):
+        replot.measure_jacobians(run)
+    assert {name: (run / name).read_bytes() for name in replot.NOT_KEPT} == before  # left as they were
+    measured.update({label: {**values, "jacobian_norm": values["jacobian_norm"] * (1 + 1e-5)}
+                     for label, values in saved.items()})
+    assert replot.measure_jacobians(run, log=lambda line: None) == list(replot.NOT_KEPT)
+    assert (run / "jacobian.png").read_bytes() == b"measured jacobian.png"
+
+
+def test_measuring_again_refuses_other_data_than_the_runs(tmp_path):
+    from tracks.toy.data import spirals
+    from tracks.registry import track
+
+    run = tmp_path / "toy-spirals-s0"
+    shutil.copytree(REFERENCE / "toy-spirals-s0", run)
+    toy = track("toy")
+    same = toy.parts.load_data(types.SimpleNamespace(config=types.SimpleNamespace(points=512, noise=0.02, seed=0)))
+    replot._same_data(run, toy, same)  # the run's points: accepted
+    x, y = spirals(512, 0.02, 1)
+    with pytest.raises(replot.ReplotError, match="are not the run's"):
+        replot._same_data(run, toy, dataclasses.replace(same, x_train=x, y_train=y))
+
+
+@pytest.mark.slow
+def test_measured_again_the_toy_reference_gives_its_numbers_and_its_jacobians(tmp_path):
+    run = tmp_path / "toy-spirals-s0"
+    shutil.copytree(REFERENCE / "toy-spirals-s0", run)
+    (run / "jacobian_blocks.png").unlink()
+    said = []
+    assert replot.measure_jacobians(run, log=said.append) == ["jacobian.png", "jacobian_blocks.png"]
+    assert (run / "jacobian_blocks.png").read_bytes().startswith(b"\x89PNG")
+    assert "within 0.001 of results.json" in said[0]
