@@ -196,6 +196,46 @@ def test_sigterm_and_ctrl_c_at_every_stage_end_in_one_line_and_resume_to_the_sam
             assert toy_numbers(run_dir) == expected, (stage, name)
 
 
+def test_a_signal_raised_inside_a_finaliser_prints_nothing_and_still_stops_the_command(capfd):
+    """Python hands an exception raised in a finaliser to sys.unraisablehook ("Exception ignored ... Traceback"):
+    the command's hook takes its own interruption silently and delivers it again, outside the finaliser."""
+    from tracks.common.run_command import Terminated, signals_as_interruptions, take_interruption
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here, inside the finaliser
+
+    capfd.readouterr()
+    hook = sys.unraisablehook  # pytest's own
+    with signals_as_interruptions():
+        with pytest.raises(Terminated):
+            Finalised()  # collected at once
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # the signal comes back within REDELIVERY_SECONDS
+                time.sleep(0.01)
+        take_interruption()
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and sys.unraisablehook is hook
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_while_the_instruments_run_never_show_a_traceback(tmp_path):
+    """Real signals at many moments of the toy's two instrument phases (the untrained grid measured, the trained
+    nets taken apart): one line, the signal's exit code, no "Traceback" or "Exception ignored" on stderr."""
+    moments = [("initialisation", seconds) for seconds in (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4)]
+    moments += [("studies", seconds) for seconds in (0.05, 0.3, 0.6, 1.0)]
+    for index, (phase, seconds) in enumerate(moments):
+        name, code = (("SIGTERM", 143), ("SIGINT", 130))[index % 2]
+        run_dir = tmp_path / f"{phase}-{seconds}-{name}"
+        stopped = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy",
+                                  f"instruments:{phase}:{name}:{seconds}", *TOY_ARGV, "--out", str(run_dir)],
+                                 env=_env(), capture_output=True, text=True, timeout=600)
+        said = _our_lines(stopped.stderr)
+        assert "Traceback" not in said and "Exception ignored" not in said, (phase, seconds, name, said)
+        assert stopped.returncode == code and said.count("\n") == 1, (phase, seconds, name, stopped.returncode, said)
+
+
 # --------------------------------------------------------------------------- #
 # The slow fault injection of a whole run
 # --------------------------------------------------------------------------- #

@@ -9,7 +9,9 @@ a traceback.
 """
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 
 from tracks.common.config import ConfigError
@@ -23,6 +25,10 @@ class Terminated(KeyboardInterrupt):
 
 # The signals received and not yet handled by `run_command` (or by the command's own handler).
 _PENDING = []
+# Seconds after which a signal swallowed by a finaliser is delivered again (`_unraisable`).
+REDELIVERY_SECONDS = 0.05
+# True while `signals_as_interruptions` holds the handlers (a signal is only delivered again then).
+_ACTIVE = []
 
 
 def _interrupt(signum, frame):
@@ -30,12 +36,33 @@ def _interrupt(signum, frame):
 
     Python may swallow that exception: raised while a garbage collector's
     callback runs (a `WeakKeyDictionary`'s remove, TensorFlow's finalisers),
-    it is printed as "Exception ignored" and the program goes on. The signal
-    stays pending until a handler takes it (`take_interruption`), and
-    `raise_if_interrupted` raises it again at safe points.
+    it goes to `sys.unraisablehook`, which would print "Exception ignored"
+    and a traceback, and the program goes on. `_unraisable` prints nothing
+    for it and delivers the signal again a moment later, outside the
+    finaliser; until a handler takes it (`take_interruption`) it also stays
+    pending, and `raise_if_interrupted` raises it again at safe points.
     """
     _PENDING.append(signum)
     raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def _deliver_again(signum):
+    if _ACTIVE and _PENDING:  # not taken yet, and our handler still in place
+        os.kill(os.getpid(), signum)
+
+
+def _unraisable_hook(previous):
+    """A `sys.unraisablehook` that takes our own interruptions silently (see `_interrupt`), `previous` the rest."""
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _PENDING:
+            timer = threading.Timer(REDELIVERY_SECONDS, _deliver_again, (_PENDING[-1],))
+            timer.daemon = True
+            timer.start()
+            return
+        previous(unraisable)
+
+    return hook
 
 
 def raise_if_interrupted():
@@ -52,11 +79,30 @@ def take_interruption():
 @contextlib.contextmanager
 def signals_as_interruptions():
     """SIGINT raises KeyboardInterrupt and SIGTERM `Terminated` in the block (in the main thread), each also
-    kept pending until handled; the previous handlers come back after."""
+    kept pending until handled, never shown as "Exception ignored" (`_interrupt`); the previous handlers
+    come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {number: signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable_hook(sys.unraisablehook)
+    _ACTIVE.append(True)
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+        sys.unraisablehook = previous_hook
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM ignored in the block (in the main thread; elsewhere nothing changes): for work that
+    must finish once started, such as ending a file's processes or writing a gradebook."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
@@ -135,4 +181,4 @@ def run_command(prog, prepare, work, *, resumable=True):
 
 
 __all__ = ["Terminated", "interruption", "raise_if_interrupted", "run_command", "signals_as_interruptions",
-           "take_interruption"]
+           "signals_held", "take_interruption"]
