@@ -10,9 +10,14 @@
 `check` and `grade` run each file in its own process with the same limits
 and the same checks (tracks/exercises/sandbox.py, reports.py); the verdicts
 are computed here, from the values the file's code sent back. A file says
-which exercise it is (`EXERCISE = N`, as the skeleton does). Exit codes:
-`check` 0 when every check of every file passed, 1 when one failed; `grade`
-0 when the gradebook is written; both 2 for bad input, in one line.
+which exercise it is (`EXERCISE = N`, as the skeleton does). Where the
+Linux process sandbox cannot run (macOS, Windows), `check` runs a student's
+own file as a plain process and says so in one line; `grade`, which runs
+other people's files, refuses there unless given `--allow-unconfined`.
+Exit codes: `check` 0 when every check of every file passed, 1 when one
+failed; `grade` 0 when the gradebook is written; both 2 for bad input, in
+one line; Ctrl-C 130 and SIGTERM 143, in one line, every file's process
+ended (`grade` keeps the files graded before it: gradebook.py).
 """
 
 import argparse
@@ -24,9 +29,14 @@ import sys
 import tempfile
 
 from tracks.common.checks import nearest_existing
+from tracks.common.run_command import interruption, signals_as_interruptions, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
-from tracks.exercises.sandbox import Limits
+from tracks.exercises.sandbox import Limits, sandbox_problem, unconfined_words
+
+# The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
+DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
+                'residual-keras:cpu python -m tracks grade /class --out /book/run1')
 
 
 def _fail(message):
@@ -95,7 +105,7 @@ def _read_tail(path, limit=4000):
 
 
 def check(files, as_json=False, seed=None, limits=Limits()):
-    from tracks.exercises.reports import grade_files
+    from tracks.exercises.reports import GradingInterrupted, grade_files
 
     paths = [pathlib.Path(name) for name in files]
     folders = [str(path) for path in paths if path.is_dir()]
@@ -106,8 +116,19 @@ def check(files, as_json=False, seed=None, limits=Limits()):
     if missing:
         return _fail(f"no such file: {', '.join(missing)}")
     seed = secrets.randbelow(2**31) if seed is None else seed
+    problem = sandbox_problem()
+    if problem:  # a student's own file, on their own laptop: the checks are the same, the confinement is not
+        print(f"note: not confined ({problem}): your file runs as a plain process of yours, with limits on "
+              f"{unconfined_words()} only; the checks and verdicts are the same", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="check-") as out:
-        reports = grade_files(paths, seed=seed, limits=limits, out=out, progress=False)
+        try:
+            reports = grade_files(paths, seed=seed, limits=limits, out=out, progress=False,
+                                  confined=problem is None)
+        except GradingInterrupted as stopped:
+            take_interruption()
+            word, code = interruption(stopped.cause)
+            print(f"{word}: no verdict (the file's processes were ended)", file=sys.stderr, flush=True)
+            return code
         for report in reports:  # the file's own output, kept apart from the report
             report["stdout"], report["stderr"] = (_read_tail(pathlib.Path(out) / report[name])
                                                   for name in ("stdout", "stderr"))
@@ -209,10 +230,16 @@ def _autograder(rest):
 
 def main(argv):
     """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
-    try:
-        return _main(argv[0], argv[1:])
-    except _Refused as refusal:
-        return _fail(str(refusal))
+    with signals_as_interruptions():
+        try:
+            return _main(argv[0], argv[1:])
+        except _Refused as refusal:
+            return _fail(str(refusal))
+        except KeyboardInterrupt as error:  # before any file ran (grade and check handle their own)
+            take_interruption()
+            word, code = interruption(error)
+            print(f"{word}: nothing was written", file=sys.stderr, flush=True)
+            return code
 
 
 def _main(command, rest):
@@ -244,10 +271,19 @@ def _main(command, rest):
         parser.add_argument("--lms", action="append", choices=LMS, default=[],
                             help="also write the per-student table as this platform's gradebook import "
                                  "(canvas.csv, moodle.csv); may be given twice")
+        parser.add_argument("--allow-unconfined", action="store_true",
+                            help="where the Linux process sandbox cannot run (macOS, Windows), grade each file as a "
+                                 "plain process of yours, unconfined: only for files you trust (default: refuse; "
+                                 "grade in the Docker image instead, docs/grading.md)")
         _limit_options(parser)
         args = parser.parse_args(rest)
+        problem = sandbox_problem()
+        if problem and not args.allow_unconfined:
+            return _fail(f"grading other people's files needs the Linux process sandbox, and {problem}: grade in "
+                         f"the project's Docker image ({DOCKER_GRADE}), or pass --allow-unconfined for files "
+                         f"you trust")
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,
-                           lms=tuple(dict.fromkeys(args.lms)),
+                           lms=tuple(dict.fromkeys(args.lms)), confined=problem is None,
                            limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
     if command == "autograder":
         return _autograder(rest)

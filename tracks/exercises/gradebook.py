@@ -11,6 +11,11 @@ OUT holds:
 - summary.md and checks.png: how many files passed each check, and for
   each exercise the most common failure with its hint;
 - logs/<file>/stdout.txt and stderr.txt: what each file printed.
+
+Interrupted (Ctrl-C, SIGTERM), a grading ends every file's processes and keeps
+the files graded to the end in grades.csv, grades.json and summary.md, which
+say the gradebook is partial; it writes no students.csv, feedback or LMS
+file, which would count the files not graded as missing.
 """
 
 import collections
@@ -18,11 +23,16 @@ import csv
 import json
 import pathlib
 import secrets
+import shutil
 import sys
 import time
 
+from tracks.common.run_command import interruption, signals_held, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.exercise import required
+from tracks.exercises.reports import GradingInterrupted, grade_files, student_of
+from tracks.exercises.students import (Scores, ScoresError, read_scores, student_rows, write_feedback,
+                                       write_lms_csv, write_students_csv)
 from tracks.exercises.submissions import SUFFIXES
 
 
@@ -106,13 +116,14 @@ def confinement_line(reports):
             f"can, reach the network and signal the grader. Grade in a container (docs/grading.md).")
 
 
-def write_summary(path, figure, reports, seed, limits, seconds):
+def write_summary(path, figure, reports, seed, limits, seconds, partial=None):
+    """summary.md; `partial`: a sentence that says the gradebook is partial, first, or None."""
     summary = tally(reports)
     ungraded = [report for report in reports if not report["exercise"]]
     stopped = collections.Counter(report["reason"].split(":")[0] for report in reports
                                   if report["reason"] and not report["reason"][0].isdigit()
                                   and report["exercise"])
-    lines = ["# Gradebook", "",
+    lines = ["# Gradebook" + (" (partial)" if partial else ""), "", *([partial, ""] if partial else []),
              f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every required check; seed {seed}; "
              f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]
     lines += [confinement_line(reports), ""]
@@ -166,16 +177,37 @@ def plot(path, reports):
     plt.close(figure)
 
 
-def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=()):
-    """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input.
+def write_partial(out, files, folder, done, seed, limits, jobs, seconds):
+    """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial."""
+    graded = sorted(done)
+    reports = [done[index] for index in graded]
+    rows = [{"student": student_of(files[index], folder), "file": str(files[index].relative_to(folder))}
+            for index in graded]
+    for row, report in zip(rows, reports):
+        report.update(student=row["student"], file=row["file"])
+    missing = [str(path.relative_to(folder)) for index, path in enumerate(files) if index not in done]
+    for path in missing:  # the logs of a file cut short: its report was not kept
+        shutil.rmtree(out / "logs" / pathlib.Path(path).with_suffix(""), ignore_errors=True)
+    write_csv(out / "grades.csv", rows, reports)
+    (out / "grades.json").write_text(json.dumps(
+        {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
+         "seconds": round(seconds, 1), "partial": True, "not_graded": missing, "files": reports}, indent=1))
+    if reports:
+        plot(out / "checks.png", reports)
+    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds,
+                  partial=f"**Partial: the grading was interrupted after {len(reports)} of {len(files)} files.** "
+                          f"Not graded: {', '.join(missing)}. No students.csv, feedback or LMS file was written; "
+                          f"grade the class again for them.")
+
+
+def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), confined=True):
+    """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input,
+    130 or 143 when interrupted (a partial gradebook, `write_partial`).
 
     `scores`: a scores file (TOML or JSON, `students.read_scores`) or None for a point per check; `lms`:
-    the platforms whose import files are written too (`students.LMS`).
+    the platforms whose import files are written too (`students.LMS`); `confined=False`: every file as a
+    plain process (sandbox.run_unconfined), where the process sandbox cannot run.
     """
-    from tracks.exercises.reports import grade_files, student_of
-    from tracks.exercises.students import (ScoresError, Scores, read_scores, student_rows, write_feedback,
-                                           write_lms_csv, write_students_csv)
-
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
         return _fail(f"no such folder: {folder}")
@@ -194,11 +226,32 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=()):
     seed = secrets.randbelow(2**31) if seed is None else seed
     print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    reports = grade_files(files, seed=seed, limits=limits, out=out, jobs=jobs, root=folder)
+    try:
+        reports = grade_files(files, seed=seed, limits=limits, out=out, jobs=jobs, root=folder, confined=confined)
+    except GradingInterrupted as stopped:
+        with signals_held():
+            take_interruption()
+            write_partial(out, files, folder, stopped.reports, seed, limits, jobs, time.monotonic() - started)
+        word, code = interruption(stopped.cause)
+        print(f"{word}: {len(stopped.reports)} of {len(files)} files graded, kept in {out}/grades.csv, grades.json "
+              f"and summary.md, marked partial (no students.csv, feedback or LMS file); every file's process "
+              f"was ended", file=sys.stderr, flush=True)
+        return code
     seconds = time.monotonic() - started
     rows = [{"student": student_of(path, folder), "file": str(path.relative_to(folder))} for path in files]
     for row, report in zip(rows, reports):
         report.update(student=row["student"], file=row["file"])
+    with signals_held():  # every file is graded: the gradebook is written whole
+        students = write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds)
+    written = ["grades.csv", "students.csv", "feedback/", *(f"{platform}.csv" for platform in lms), "grades.json",
+               "summary.md", "checks.png"]
+    print(f"wrote {out}/{', '.join(written)}: {sum(r['passed'] for r in reports)} of {len(reports)} files "
+          f"passed every required check, {len(students)} students ({seconds:.0f} s)", file=sys.stderr, flush=True)
+    return 0
+
+
+def write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds):
+    """Every file of a whole class's gradebook (the module's docstring); returns the students' rows."""
     write_csv(out / "grades.csv", rows, reports)
     students = student_rows(reports, scores)
     write_students_csv(out / "students.csv", students)
@@ -210,11 +263,7 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=()):
          "seconds": round(seconds, 1), "scores": scores.source, "files": reports}, indent=1))
     plot(out / "checks.png", reports)
     write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds)
-    written = ["grades.csv", "students.csv", "feedback/", *(f"{platform}.csv" for platform in lms), "grades.json",
-               "summary.md", "checks.png"]
-    print(f"wrote {out}/{', '.join(written)}: {sum(r['passed'] for r in reports)} of {len(reports)} files "
-          f"passed every required check, {len(students)} students ({seconds:.0f} s)", file=sys.stderr, flush=True)
-    return 0
+    return students
 
 
 __all__ = ["class_files", "columns", "grade_class", "plot", "tally", "write_csv", "write_summary"]

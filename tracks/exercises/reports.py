@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 
+from tracks.common.run_command import signals_held
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
@@ -82,6 +83,8 @@ def reason_for(run, limits, specs):
     events = {event["event"]: event for event in run.events}
     total = len(specs)
     done = sum(1 for spec in specs if "value" in run.results.get(spec.probe, {}))
+    if run.ended in ("interrupted", "grader_gone"):
+        return "interrupted: the grading was stopped (its processes were killed)"
     if run.ended == "timeout":
         return f"timeout: still running after {limits.seconds:g} s (its processes were killed)"
     if run.ended == "memory" or "memory" in events:
@@ -112,7 +115,7 @@ def reason_for(run, limits, specs):
     return ""
 
 
-def grade_file(path, *, seed, limits=Limits(), log_dir, site):
+def grade_file(path, *, seed, limits=Limits(), log_dir, site, confined=True, stop=None):
     """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running, notes}.
 
     `path`: a `.py` file or a notebook (its code cells, `submissions.py`); `notes`: what was dropped to make
@@ -121,6 +124,8 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
 
     `confinement`: what the file's process gave up before the file was imported ({confined: [...],
     abi, why}; runner.py, landlock.py), or None when it did not say (it was not graded, or ended first).
+    `confined=False` runs it as a plain process (sandbox.run_unconfined); `stop`: a `threading.Event` that
+    ends its run early (the report's reason then says "interrupted").
     """
     path = pathlib.Path(path)
     started = time.monotonic()
@@ -144,7 +149,7 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site):
     with tempfile.TemporaryDirectory(prefix="submission-", ignore_cleanup_errors=True) as workdir:
         run = run_submission(submission.source, number, exercise.probes, inputs, limits=limits, workdir=workdir,
                              site=site, stdout=report["stdout"], stderr=report["stderr"],
-                             name=path.stem + ".py")
+                             name=path.stem + ".py", confined=confined, stop=stop)
     _in_cells(run, submission)
     confinement = next((event for event in run.events if event["event"] == "confinement"), None)
     if confinement is not None:
@@ -167,23 +172,42 @@ def student_of(path, folder):
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
+class GradingInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during `grade_files`, raised once every file's processes have ended.
+
+    `reports`: the files graded to the end, by their index in the files given; `cause`: the interruption
+    (KeyboardInterrupt, or tracks.common.run_command.Terminated for SIGTERM).
+    """
+
+    def __init__(self, reports, cause):
+        super().__init__("interrupted")
+        self.reports, self.cause = reports, cause
+
+
+def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, confined=True):
     """Reports for every file, in the order given, graded `jobs` at a time; progress lines on `progress`.
 
     Each file's stdout and stderr are kept in out/logs/<file's path under root>/. `progress`: a
-    stream (default: sys.stderr), or False for none.
+    stream (default: sys.stderr), or False for none. `confined=False`: each file as a plain process
+    (sandbox.run_unconfined). An interruption (KeyboardInterrupt in this thread) stops the files
+    being graded, starts no other, waits until every file's processes have ended, and raises
+    `GradingInterrupted` with the reports finished before it.
     """
     out = pathlib.Path(out)
-    started, lock, finished = time.monotonic(), threading.Lock(), [0]
+    started, lock, finished, stop = time.monotonic(), threading.Lock(), [0], threading.Event()
     with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
         site = child_site(scratch)
 
         def one(numbered):
             index, path = numbered  # without a root, files of the same name get logs of their own
+            if stop.is_set():
+                return None
             relative = (pathlib.Path(path).relative_to(root) if root
                         else pathlib.Path(f"{index + 1:03d}-{pathlib.Path(path).name}"))
             report = grade_file(path, seed=seed, limits=limits, log_dir=out / "logs" / relative.with_suffix(""),
-                                site=site)
+                                site=site, confined=confined, stop=stop)
+            if stop.is_set():  # a file cut short is not graded: its report would be a wrong 0
+                return None
             report["stdout"] = str(pathlib.Path(report["stdout"]).relative_to(out))
             report["stderr"] = str(pathlib.Path(report["stderr"]).relative_to(out))
             with lock:
@@ -197,8 +221,22 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None):
                       f"{time.monotonic() - started:.0f} s elapsed", file=progress or sys.stderr, flush=True)
             return report
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, enumerate(paths)))
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+        futures = [pool.submit(one, numbered) for numbered in enumerate(paths)]
+        try:
+            pending = set(futures)
+            while pending:  # a timeout, so that a signal is taken between waits, whatever the platform
+                _, pending = concurrent.futures.wait(pending, timeout=0.5)
+        except KeyboardInterrupt as interruption:
+            with signals_held():  # a second Ctrl-C must not leave a file's processes running
+                stop.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                done = {index: future.result() for index, future in enumerate(futures)
+                        if not future.cancelled() and future.exception() is None and future.result() is not None}
+            raise GradingInterrupted(done, interruption) from None
+        pool.shutdown()
+        return [future.result() for future in futures]
 
 
-__all__ = ["claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for", "student_of"]
+__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for",
+           "student_of"]

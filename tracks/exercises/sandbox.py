@@ -30,12 +30,30 @@ says how the file's process ended.
 The harness the submission's process runs is copied out of the grader's
 package into the scratch folder (`child_site`): it knows how to call each
 exercise's code, and holds no expected value.
+
+Where the supervisor cannot run (macOS, Windows, a Linux without /proc or
+without `prctl(PR_SET_CHILD_SUBREAPER)`: `sandbox_problem` says why),
+`run_unconfined` runs the same harness as a plain process: the same probes,
+inputs and verdicts, a time limit (its process group killed at the limit),
+and where POSIX's `resource` module exists the CPU, output and memory
+limits; no disk limit, no confinement, nothing to catch a process it leaves
+behind outside its group. `check` uses it for a student's own file and says
+so; `grade`, which runs other people's files, refuses it unless told
+(`--unconfined`).
+
+A grading can be stopped (Ctrl-C, SIGTERM: cli.py) through the `stop` event
+of `run_submission`: the supervisor is told to end the file's tree, and
+says how it ended. The supervisors run in sessions of their own, so that a
+Ctrl-C at the terminal reaches the grader only, which stops them in order.
 """
 
+import ctypes
 import dataclasses
 import json
+import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -61,10 +79,45 @@ class ChildRun:
 
     results: dict  # probe name -> {"value": ...} or {"error": {...}}
     events: list  # [{"event": ...}, ...] in order
-    ended: str  # "finished", "timeout", "memory", "disk", "processes" (the supervisor), "exited" (returncode says how)
+    # "finished", "timeout", "memory", "disk", "processes" (the supervisor), "exited" (returncode says how),
+    # "interrupted" (the grader was stopped), "grader_gone" (the supervisor found its grader gone)
+    ended: str
     returncode: int
     seconds: float
     left_running: int = 0  # processes the file left behind, killed after it
+
+
+# How the grader starts a plain process (run_unconfined): the harness from the copy in SITE, not confined.
+UNCONFINED_BOOTSTRAP = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from harness.runner import main
+main(sys.argv[2], sys.argv[1])
+"""
+POLL_SECONDS = 0.1  # how often a waiting grader thread looks at its `stop` event
+_PR_GET_CHILD_SUBREAPER = 37
+_PLATFORMS = {"darwin": "macOS", "win32": "Windows", "cygwin": "Cygwin"}
+
+
+def sandbox_problem():
+    """None where the process sandbox (harness/supervisor.py) can run here, else why not, in a few words."""
+    if sys.platform != "linux":
+        return f"{_PLATFORMS.get(sys.platform, sys.platform)} has no Linux process sandbox"
+    if not hasattr(os, "fork"):
+        return "this Python has no os.fork"
+    try:
+        import resource  # noqa: F401  (the supervisor sets the file's limits with it)
+    except ImportError:
+        return "this Python has no resource module"
+    if not os.path.isfile("/proc/self/stat"):
+        return "/proc is not mounted"
+    try:
+        state = ctypes.c_int()
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0) != 0:
+            return "the kernel has no child subreapers (Linux before 3.4)"
+    except (OSError, AttributeError):
+        return "prctl is not available"
+    return None
 
 
 def hidden_folders():
@@ -140,9 +193,34 @@ def _status(text):
     return None
 
 
-def run_submission(source, number, probes, inputs, *, limits, workdir, site, stdout, stderr, name="submission.py"):
+def _output_bytes(limits):
+    return int(min(limits.output_mb, limits.disk_mb) * 2**20)
+
+
+def _communicate(process, deadline, stop):
+    """(stdout, stderr) of `process` once it ends. Past `deadline` (time.monotonic()) it is killed; when the
+    event `stop` is set, it is sent SIGTERM (a supervisor then ends the file's tree and says so)."""
+    stopped = False
+    while True:
+        try:
+            return process.communicate(timeout=POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() > deadline:  # never expected of a supervisor: it ends its child at the limit
+            process.kill()
+        elif stop is not None and stop.is_set() and not stopped:
+            process.terminate()
+            stopped = True
+
+
+def run_submission(source, number, probes, inputs, *, limits, workdir, site, stdout, stderr, name="submission.py",
+                   confined=True, stop=None):
     """Runs exercise `number`'s `probes` on the Python `source` (bytes), as the file `name`, under a
-    supervisor; returns a `ChildRun`."""
+    supervisor (`confined=False`: as a plain process, `run_unconfined`); returns a `ChildRun`.
+
+    `stop`: a `threading.Event`; once set, the file's processes are ended and the run comes back as
+    "interrupted".
+    """
     workdir = pathlib.Path(workdir).resolve()
     files = workdir / "work"  # the child's working folder; the request and results sit in it
     files.mkdir(parents=True, exist_ok=True)
@@ -150,20 +228,20 @@ def run_submission(source, number, probes, inputs, *, limits, workdir, site, std
     copy = files / pathlib.Path(name).name  # the child reads this copy: the class folder is out of its reach
     copy.write_bytes(source)
     request.write_text(json.dumps({"file": str(copy), "exercise": number, "probes": list(probes), "inputs": inputs,
-                                   "results": str(results), "hidden": hidden_folders()}))
+                                   "results": str(results), "hidden": hidden_folders(), "confine": confined}))
+    if not confined:
+        return run_unconfined(request, results, limits=limits, files=files, site=site, stdout=stdout,
+                              stderr=stderr, stop=stop)
     config = {"request": str(request), "workdir": str(files), "stdout": str(stdout), "stderr": str(stderr),
-              "seconds": limits.seconds, "memory": int(limits.memory_gb * 2**30),
-              "output": int(min(limits.output_mb, limits.disk_mb) * 2**20), "disk": int(limits.disk_mb * 2**20),
-              "cpu": cpu_seconds(limits)}
+              "seconds": limits.seconds, "memory": int(limits.memory_gb * 2**30), "output": _output_bytes(limits),
+              "disk": int(limits.disk_mb * 2**20), "cpu": cpu_seconds(limits), "grader": os.getpid()}
     started = time.monotonic()
+    # A session of its own: a Ctrl-C at the terminal reaches the grader, which stops each supervisor in order.
     supervisor = subprocess.Popen([sys.executable, "-I", "-c", BOOTSTRAP, str(site), json.dumps(config)],
                                   cwd=files, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=child_environment(limits, files))
-    try:
-        out, err = supervisor.communicate(timeout=limits.seconds + 60)
-    except subprocess.TimeoutExpired:  # never expected: the supervisor ends its child at the time limit
-        supervisor.kill()
-        out, err = supervisor.communicate()
+                                  stderr=subprocess.PIPE, env=child_environment(limits, files),
+                                  start_new_session=True)
+    out, err = _communicate(supervisor, started + limits.seconds + 60, stop)
     status = _status(out.decode("utf-8", errors="replace")) or {
         "ended": "exited", "returncode": supervisor.returncode,
         "supervisor": err.decode("utf-8", errors="replace")[-2000:]}
@@ -172,9 +250,77 @@ def run_submission(source, number, probes, inputs, *, limits, workdir, site, std
     if ended in ("finished", "interrupted") and not any(event["event"] == "done" for event in events):
         ended = "exited"
     returncode = status.get("returncode")
+    if stop is not None and stop.is_set() and ended != "finished":
+        ended = "interrupted"
     return ChildRun(records, events, ended, returncode if isinstance(returncode, int) else -9,
                     time.monotonic() - started, int(status.get("left_running") or 0))
 
 
+def _plain_limits(limits):
+    """A function for `preexec_fn` that sets the file's CPU, output and memory limits where POSIX's `resource`
+    exists, else None; and the limits it sets, in words."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None, ["time"]
+    wanted = ((resource.RLIMIT_CPU, cpu_seconds(limits)), (resource.RLIMIT_FSIZE, _output_bytes(limits)),
+              (resource.RLIMIT_DATA, int(limits.memory_gb * 2**30)), (resource.RLIMIT_CORE, 0))
+
+    def set_limits():
+        for limit, value in wanted:
+            try:
+                resource.setrlimit(limit, (value, value))
+            except (ValueError, OSError):  # a platform that refuses one (macOS and RLIMIT_DATA, at times)
+                pass
+
+    return set_limits, ["time", "CPU", "output", "memory"]
+
+
+def unconfined_words():
+    """What a plain process is held to here, in words, for `check`'s one line."""
+    return ", ".join(_plain_limits(Limits())[1])
+
+
+def _end_group(process):
+    """Kills `process` and, where it can, its process group (POSIX) or tree (Windows)."""
+    if sys.platform == "win32":
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True, check=False)
+    else:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    process.kill()
+
+
+def run_unconfined(request, results, *, limits, files, site, stdout, stderr, stop=None):
+    """The harness on `request` as a plain process of the grader's user (no supervisor, no Landlock): a
+    `ChildRun` from the same records; its group is killed at the time limit or when `stop` is set."""
+    set_limits, _ = _plain_limits(limits)
+    started = time.monotonic()
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-c", UNCONFINED_BOOTSTRAP, str(site), str(request)], cwd=files,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=child_environment(limits, files),
+            preexec_fn=set_limits, start_new_session=sys.platform != "win32",
+            creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
+        ended = None
+        while ended is None:
+            try:
+                process.wait(timeout=POLL_SECONDS)
+                ended = "finished"
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - started > limits.seconds:
+                    ended = "timeout"
+                elif stop is not None and stop.is_set():
+                    ended = "interrupted"
+        _end_group(process)  # what the file left running in its group goes with it
+        returncode = process.wait()
+    records, events = read_records(results)
+    if ended == "finished" and not any(event["event"] == "done" for event in events):
+        ended = "exited"
+    return ChildRun(records, events, ended, returncode, time.monotonic() - started)
+
+
 __all__ = ["ChildRun", "Limits", "child_environment", "child_site", "cpu_seconds", "hidden_folders",
-           "read_records", "run_submission"]
+           "read_records", "run_submission", "run_unconfined", "sandbox_problem", "unconfined_words"]

@@ -15,7 +15,9 @@ until it ends or passes a limit:
   not in RLIMIT_DATA), checked every poll;
 - disk: what the tree has written into its working folder plus its two
   logs, in bytes and in files, checked every poll;
-- processes: more than `MAX_PROCESSES` in the tree (a fork bomb).
+- processes: more than `MAX_PROCESSES` in the tree (a fork bomb);
+- the grader: gone (killed, even by SIGKILL, which it cannot pass on), seen as
+  this process's parent changing.
 
 Then it kills the submission's process group and every descendant left
 (found through /proc by parent, as their subreaper), reaps them, and prints
@@ -27,7 +29,6 @@ import ctypes
 import json
 import os
 import pathlib
-import resource
 import signal
 import sys
 import time
@@ -121,13 +122,16 @@ def _has_ended(pid):
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def watch(pid, config):
-    """How the submission's process ended: finished, timeout, memory, disk or processes."""
+def watch(pid, config, grader):
+    """How the submission's process ended: finished, timeout, memory, disk, processes or grader_gone (the
+    grader, process `grader`, is no longer this supervisor's parent: nobody is left to read the verdicts)."""
     started, memory, disk = time.monotonic(), config["memory"], config["disk"]
     logs = (config["stdout"], config["stderr"])
     while True:
         if _has_ended(pid):
             return "finished"
+        if os.getppid() != grader:
+            return "grader_gone"
         if time.monotonic() - started > config["seconds"]:
             return "timeout"
         tree = [pid, *descendants(pid)]
@@ -175,8 +179,11 @@ def _stop(signum, frame):
 
 def _child(site, config):
     """The submission's process (after the fork): its session, files and limits, then the runner."""
+    import resource  # POSIX only: imported here, so that the grader can import this module anywhere
+
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -196,16 +203,18 @@ def _child(site, config):
 
 def main(site, config_text):
     config = json.loads(config_text)
+    grader = config["grader"]  # the grader's process id, as it knew it (it may be gone already)
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    signal.signal(signal.SIGTERM, _stop)
+    for number in (signal.SIGTERM, signal.SIGINT):  # how the grader stops it (no traceback on its stderr)
+        signal.signal(number, _stop)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         _child(site, config)
     ended = "interrupted"
     try:
-        ended = watch(pid, config)
-    finally:  # also on SIGINT or SIGTERM to the grader: nothing of the file's outlives it
+        ended = watch(pid, config, grader)
+    finally:  # also when the grader stops it or is gone: nothing of the file's outlives it
         status, others = end_everything(pid)
         returncode = os.waitstatus_to_exitcode(status) if status is not None else None
         print(json.dumps({"ended": ended, "returncode": returncode, "left_running": others,
