@@ -155,7 +155,8 @@ def _same_data(run_path, track, data):
     """ReplotError unless `data` are those config.json's fingerprint describes (their digest)."""
     recorded = json.loads((run_path / "config.json").read_text()).get("data_fingerprint") or {}
     found = track.parts.fingerprint(data)
-    if recorded.get("sha256") != found.get("sha256") or bool(recorded.get("banner")) != bool(found.get("banner")):
+    # The digest of the data, and whether they are a fallback (its banner goes on the figures).
+    if recorded.get("sha256") != found.get("sha256") or bool(recorded.get("banner")) != bool(data.banner):
         raise ReplotError(f"{run_path}: the data loaded ({found.get('source')}) are not the run's (config.json's "
                           f"data_fingerprint differs); give a copy of the run's data with --data")
 

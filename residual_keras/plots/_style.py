@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatterSciNotation, MaxNLocator
+from matplotlib.ticker import FixedLocator, LogFormatterSciNotation, MaxNLocator
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 # One line style and marker per variant, in order of first appearance.
@@ -150,6 +150,16 @@ def _log_y(axes):
     axes.set_yscale("log")
     axes.yaxis.set_major_formatter(_LogLabels())
     axes.yaxis.set_minor_formatter(_LogLabels(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def _block_axis(axes, num_blocks, prefix=""):
+    """An x axis of blocks 1..`num_blocks`: labelled, ticked from block 1 (1, 5, 10, ... or 1, 3, 5, ...)."""
+    spaced = MaxNLocator(nbins=8, integer=True, steps=[1, 2, 5, 10]).tick_values(1, max(num_blocks, 2))
+    step = max(1, int(round(spaced[1] - spaced[0])))
+    ticks = list(range(1, num_blocks + 1, step)) if step <= 2 else [1, *range(step, num_blocks + 1, step)]
+    axes.xaxis.set_major_locator(FixedLocator(ticks))
+    axes.set_xlim(0.5, num_blocks + 0.5)
+    axes.set_xlabel(prefix + BLOCK_AXIS)
 
 
 def _integer_ticks(axis):

@@ -7,9 +7,9 @@ from matplotlib.figure import Figure
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
-    BLOCK_AXIS,
     STREAM_AXIS,
     _as_list,
+    _block_axis,
     _color,
     _figure,
     _finish,
@@ -93,8 +93,7 @@ def layer_gradients(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
             label += " (no gradient reaches the blocks)"
         axes.plot(np.arange(1, len(norms) + 1), _positive(norms), markersize=3, **style, label=label)
     _log_y(axes)
-    _integer_ticks(axes.xaxis)
-    axes.set_xlabel(BLOCK_AXIS)
+    _block_axis(axes, max(len(result["block_weight_grad_norms"]) for result in results))
     axes.set_ylabel(r"$\|\partial L / \partial W_\ell\|$ (all of the block's weights)")
     axes.legend(fontsize="small")
     return _finish(figure, path)

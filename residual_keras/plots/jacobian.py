@@ -7,10 +7,10 @@ from matplotlib.figure import Figure
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
-    BLOCK_AXIS,
     STREAM_AXIS,
     VARIANT_STYLES,
     _as_list,
+    _block_axis,
     _color,
     _figure,
     _finish,
@@ -183,8 +183,7 @@ def jacobian_blocks(results: OneOrMore, labels: Labels=None, *, path: PathLike=N
                           label=r"bound $\prod (1 - \varepsilon_i)$")
         axis.axhline(1.0, color="black", linestyle=":", linewidth=1)
         _log_y(axis)
-        _integer_ticks(axis.xaxis)
-        axis.set_xlabel(BLOCK_AXIS)
+        _block_axis(axis, len(per_block))
         axis.set_ylabel("spectral norm (log scale)")
         low, high = axis.get_ylim()
         axis.set_ylim(min(low, 0.1), max(high, 10.0))  # at least a decade either side of 1

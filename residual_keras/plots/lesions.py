@@ -7,9 +7,9 @@ from matplotlib.figure import Figure
 
 from residual_keras._types import Labels, OneOrMore, PathLike
 from residual_keras.plots._style import (
-    BLOCK_AXIS,
     FIGURE_WIDTH,
     _as_list,
+    _block_axis,
     _figure,
     _finish,
     _integer_ticks,
@@ -83,9 +83,7 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     values = [v for result in results for v in (result["intact"], *result["lesioned"])]
     if all(value is None or value >= 0 for value in values):
         axes.set_ylim(bottom=0)
-    axes.set_xlim(0.5, num_blocks + 0.5)
-    _integer_ticks(axes.xaxis)
-    axes.set_xlabel("removed " + BLOCK_AXIS)
+    _block_axis(axes, num_blocks, prefix="removed ")
     axes.set_ylabel(metric)
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)

@@ -7,8 +7,8 @@ from matplotlib.figure import Figure
 
 from residual_keras._types import Labels, OneOrMore, PathLike, Results
 from residual_keras.plots._style import (
-    BLOCK_AXIS,
     _as_list,
+    _block_axis,
     _figure,
     _finish,
     _integer_ticks,
@@ -54,8 +54,7 @@ def stream(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             linestyle="--",
             label=f"{label}: feed-forward",
         )
-    _integer_ticks(axes.xaxis)
-    axes.set_xlabel(BLOCK_AXIS)
+    _block_axis(axes, max(len(result["names"]) for result in results))
     axes.set_ylabel("relative update size (mean over examples)")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
@@ -122,8 +121,7 @@ def sublayer_lesions(lesions: Sequence[Results], sublayers: Sequence[Results], l
         axis.axhline(sublayer_result["intact"], color="black", linestyle="--", linewidth=1.2,
                      label=f"intact ({sublayer_result['intact']:.3g})")
         axis.set_ylim(0, 1.05 * top)
-        _integer_ticks(axis.xaxis)
-        axis.set_xlabel(BLOCK_AXIS)
+        _block_axis(axis, len(sublayer_result["names"]))
         axis.set_ylabel(metric)
         axis.set_title(label, fontsize="medium")
         axis.legend(fontsize="x-small")

@@ -199,6 +199,13 @@ def test_measuring_again_refuses_other_data_than_the_runs(tmp_path):
     x, y = spirals(512, 0.02, 1)
     with pytest.raises(replot.ReplotError, match="are not the run's"):
         replot._same_data(run, toy, dataclasses.replace(same, x_train=x, y_train=y))
+    # A run on a fallback (config.json records its banner, not the data's fingerprint): the same fallback only.
+    config = json.loads((run / "config.json").read_text())
+    config["data_fingerprint"]["banner"] = "DATA FALLBACK: ..."
+    (run / "config.json").write_text(json.dumps(config))
+    replot._same_data(run, toy, dataclasses.replace(same, banner="DATA FALLBACK: ..."))
+    with pytest.raises(replot.ReplotError, match="are not the run's"):
+        replot._same_data(run, toy, same)
 
 
 @pytest.mark.slow

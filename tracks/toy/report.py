@@ -80,7 +80,8 @@ def plot_boundaries(config, results, data, path, subtitle=None):
         if axis not in axes:
             axis.remove()  # a row that the depths do not fill: no empty panel
     heading = "Decision boundaries after training: P(class 1); training points on top (yellow: class 1)"
-    lines = textwrap.wrap(heading, int(11 * width)) + (textwrap.wrap(subtitle, int(11 * width)) if subtitle else [])
+    characters = int(15 * width)  # of the 10-point heading on a line
+    lines = textwrap.wrap(heading, characters) + (textwrap.wrap(subtitle, characters) if subtitle else [])
     figure.suptitle("\n".join(lines), fontsize="medium")
     image = None
     for axis, (variant, depth) in zip(axes, panels):
