@@ -13,6 +13,7 @@ import json
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 from track_helpers import run_cli
@@ -34,7 +35,7 @@ SEEDS = (38, 2026)
 FROM_THE_ISSUE = ["ex3_residual_only_at_inference", "ex3_steps_frozen", "ex3_one_shared_norm", "ex5_hard_coded",
                   "ex5_one_J_reused", "ex6_int64_overflow", "ex6_float_binomial", "ex1_config_without_residual",
                   "ex1_width_from_axis_1", "ex1_residual_only_at_inference", "ex2_stop_gradient_branch",
-                  "ex3_relu_mlp", "ex4_central_difference"]
+                  "ex3_relu_mlp", "ex4_central_difference", "ex5_plain_upper_tiny_but_wrong"]
 
 
 @pytest.fixture(autouse=True)
@@ -139,6 +140,37 @@ def test_the_inputs_come_from_the_seed_and_test_large_sizes():
     assert paths["resnet"][-1] > 1024 and paths["transformer"][-1] > 512 and paths["big"] >= 200  # beyond floats
     drawn = {tuple(map(tuple, BY_NUMBER[5].inputs(seed)["pairs"])) for seed in range(5)}
     assert len(drawn) == 5 and all((0.2, 50) not in pairs for pairs in drawn)
+
+
+# Issue 64's two survivors of the solutions' mutants: a number 3125 times too large (both below numpy's default
+# atol of 1e-8) and the heads and the key size swapped (the same parameter count). Each fails on every seed.
+@pytest.mark.parametrize("name", ["ex5_plain_upper_tiny_but_wrong"])
+def test_the_two_kinds_issue_64_found_fail_on_every_seed(name):
+    path = FIXTURES / "wrong" / f"{name}.py"
+    key, hint = expectation(path)
+    spec = next(spec for spec in BY_NUMBER[exercise_number(path)[0]].checks if spec.key == key)
+    for seed in (*SEEDS, 0, 1, 2, 3, 4, 5):
+        checks, _ = grade_here(path, seed)
+        named = next(check for check in checks if check.name == spec.name)
+        assert not named.passed and hint in named.hint, (seed, named)
+
+
+def test_a_comparison_is_relative_at_any_magnitude():
+    from tracks.exercises.exercise import close
+    from tracks.exercises.ex5_bounds import judge_answers
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # a verdict is the same at every magnitude: no absolute tolerance decides it
+        expected = rng.standard_normal((3, 4))
+        got = expected + rng.standard_normal((3, 4)) * 10.0 ** rng.uniform(-8, -3)
+        verdicts = {close(got * size, expected * size, 1e-5) for size in (1e-35, 1e-8, 1.0, 1e30)}
+        assert len(verdicts) == 1
+    assert not close(np.array([0.2**45]), np.array([0.2**50])) and close(np.array([0.2**50]), np.array([0.2**50]))
+    assert not close(np.array([np.nan]), np.array([np.nan])) and not close(np.zeros(2), np.zeros(3))
+    right = {"residual_lower": 0.8**50, "residual_upper": 1.2**50, "plain_upper": 0.2**50}
+    assert judge_answers({}, right)[0] and judge_answers({}, {**right, "plain_upper": 0.2**50 * (1 + 1e-9)})[0]
+    for wrong in (0.2**51, 0.2**49, 0.18**50, 0.0, 1e-40, True):
+        assert not judge_answers({}, {**right, "plain_upper": wrong})[0], wrong
 
 
 def test_values_of_the_wrong_form_fail_their_checks_and_never_the_grader():

@@ -59,6 +59,9 @@ def draw(rng):
             "upstream": rng.standard_normal((5, width)).astype("float32").tolist(), "new": [w.tolist() for w in new]}
 
 
+TOLERANCE = 1e-4  # of the largest value: the solution's float32 is off by under 2e-7 of it (10 seeds)
+
+
 def _x(inputs, key="x"):
     return np.asarray(inputs[key], "float32")
 
@@ -80,7 +83,7 @@ def judge_identity(inputs, value):
         return True, f"block(x) == x exactly at input scales {inputs['scales']}, in training mode and on rank 3", ""
     worst = max(errors, key=errors.get)
     detail = f"largest |block(x) - x|: {errors[worst]:.3g} ({worst})"
-    if all(np.allclose(array(out), 0.0) for out in value["scaled"]):
+    if all(not np.any(array(out)) for out in value["scaled"]):  # exactly 0: f(x) alone, with f = 0
         return False, detail, ("the block outputs 0: it is f(x) alone, without the shortcut. Add x back "
                                "(residual_keras.Residual(branch) computes x + branch(x)).")
     if worst == "training=True":
@@ -112,8 +115,9 @@ def judge_learns(inputs, value):
         gradients[what] = array(entry.get("gradient"), shape, f"the {what}'s gradient")
     expected = expected_gradients(inputs, weights["first kernel"], weights["first bias"], weights["last kernel"])
     norms = {what: float(np.linalg.norm(expected[what])) for what in ("first kernel", "last kernel")}
-    wrong = [what for what in shapes if not close(gradients[what], expected[what], rtol=1e-4,
-                                                  atol=1e-4 * max(1.0, float(np.max(np.abs(expected[what])))))]
+    size = max(float(np.max(np.abs(gradient))) for gradient in expected.values())  # a gradient that is 0 at
+    wrong = [what for what in shapes  # initialisation (the first kernel's) is compared at the others' size
+             if not close(gradients[what], expected[what], TOLERANCE, scale=size)]
     detail = (f"at initialisation x + f(x) gives the kernels gradients of norms {norms['first kernel']:.3g} (first), "
               f"{norms['last kernel']:.3g} (last); through your block's call: "
               f"{np.linalg.norm(gradients['first kernel']):.3g}, {np.linalg.norm(gradients['last kernel']):.3g}")
@@ -144,8 +148,8 @@ def judge_other_weights(inputs, value):
     for what, out, at in cases:
         got, f = array(out, at.shape, f"block(x) ({what})"), mlp(at, *new)
         errors[what] = largest_difference(got, at + f)
-        if not hint and not close(got, at + f, rtol=1e-4, atol=1e-4):
-            if close(got, f, rtol=1e-4, atol=1e-4):
+        if not hint and not close(got, at + f, TOLERANCE):
+            if close(got, f, TOLERANCE):
                 hint = "the block computes f(x) alone: the shortcut is missing (x + f(x))"
             elif what == "training=True":
                 hint = "in training mode the block must compute x + f(x) too: nothing in it depends on `training`"

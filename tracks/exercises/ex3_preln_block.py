@@ -19,7 +19,8 @@ import numpy as np
 
 from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, largest_difference
 from tracks.exercises.harness.ex3 import changed_input
-from tracks.exercises.transformer_reference import GELU, BlockWeights, Variants, layer_norm, matching, nearest
+from tracks.exercises.transformer_reference import (GELU, TOLERANCE, BlockWeights, Variants, layer_norm, matching,
+                                                    nearest, scale)
 
 SKELETON = '''"""Exercise 3: a Pre-LN Transformer block from keras.layers parts.
 
@@ -247,12 +248,12 @@ def judge_identity(inputs, value):
     x = _x(inputs)
     out = array(value["identity"], x.shape, "the output")
     detail = f"with every kernel and bias at 0, the output differs from the input by up to {largest_difference(out, x):.3g}"
-    if close(out, x, atol=1e-5):
+    if close(out, x, TOLERANCE):
         return True, "x_L = x_0", ""
-    if np.allclose(out, 0.0, atol=1e-5):
+    if close(out, np.zeros_like(x), TOLERANCE, scale=scale(x)):
         return False, detail, "the block outputs 0 when F = 0: the residual addition is missing (x = x + F(LN(x)))"
     block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"])
-    if any(close(out, layer_norm(x, norm), atol=1e-4) or close(out, layer_norm(layer_norm(x, norm), other), atol=1e-4)
+    if any(close(out, layer_norm(x, norm), TOLERANCE) or close(out, layer_norm(layer_norm(x, norm), other), TOLERANCE)
            for norm in block.norms for other in block.norms):
         return False, detail, ("the output is normalised: a LayerNorm sits on the stream after the addition (Post-LN, "
                                "LN(x + F(x)), or one norm around the whole block). In Pre-LN the norm is inside the "
@@ -302,7 +303,7 @@ def judge_training(inputs, value):
     if not keys:
         return False, "in inference mode the block is none the grader computes from its weights (see the order check)", \
             "x = x + Attention(LN(x)), then x = x + MLP(LN(x)), in both modes"
-    same = [key for key in keys if close(training, variants[key], rtol=1e-4, atol=1e-4 * max(1.0, np.abs(training).max()))]
+    same = [key for key in keys if close(training, variants[key], TOLERANCE)]
     detail = f"training=True and training=False differ by {gap:.2g}"
     return bool(same), detail, ("the block has no dropout, so it computes the same in both modes: the residual "
                                 "additions (and everything else) must not depend on `training`")
@@ -321,7 +322,7 @@ def judge_saving(inputs, value):
             "x = x + Attention(LN(x)), then x = x + MLP(LN(x))"
     expected = variants[sorted(keys, key=str)[0]]
     for key, what in (("clone", "from_config(get_config())"), ("loaded", "the saved and reloaded model")):
-        if not close(array(value[key], x.shape), expected, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(expected).max())):
+        if not close(array(value[key], x.shape), expected, TOLERANCE):
             return False, f"{what} computes something else than the block from its weights", \
                 "keep the skeleton's decorator and get_config"
     return True, "get_config, from_config and a .keras file give the same block back", ""
@@ -344,7 +345,7 @@ def judge_steps(inputs, value):
         feedforward = variants.mlp(x + attention, j, act, ("after", i, causal))
         gaps.append(max(largest_difference(_measured(entry["attention"], "attention", x), attention),
                         largest_difference(_measured(entry["feedforward"], "feedforward", x), feedforward)))
-    ok = all(gap <= 1e-4 * max(1.0, float(np.abs(x).max())) * 10 for gap in gaps)
+    ok = all(gap <= 10 * TOLERANCE * scale(x) for gap in gaps)
     return ok, f"the steps' branches minus what call() adds, computed here: {gaps[0]:.2g} before, {gaps[1]:.2g} " \
                "after the weights change", \
         ("residual_steps() must compute with the block's own layers, each time: [ResidualStep('attention', branch), "

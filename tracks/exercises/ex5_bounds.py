@@ -10,7 +10,7 @@ computed here, for one new J per layer (a product of one J reused,
 
 import numpy as np
 
-from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, number
+from tracks.exercises.exercise import CheckSpec, Exercise, WrongForm, array, close, number
 
 SKELETON = '''"""Exercise 5: bounds on the Jacobian of L blocks.
 
@@ -74,6 +74,13 @@ def draw(rng):
             "n": int(rng.integers(6, 17)), "seeds": [first, first + 1 + int(rng.integers(2**30))]}
 
 
+def _same(got, expected, rtol=1e-9):
+    """Elementwise equal to `rtol` of each expected value, at any magnitude: the bounds run from 1e-116 to 1e18,
+    and an absolute tolerance (numpy's isclose adds 1e-8) would take 0.2^45 for 0.2^50. NaN is never the same."""
+    got, expected = np.asarray(got, "float64"), np.asarray(expected, "float64")
+    return bool(got.shape == expected.shape and np.all(np.abs(got - expected) <= rtol * np.abs(expected)))
+
+
 # residual_bounds and plain_bound ---------------------------------------------------------------------------
 
 
@@ -90,20 +97,19 @@ def judge_bounds(inputs, value):
     eps, L = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs], dtype=float)
     expected = np.stack([(1 - eps) ** L, (1 + eps) ** L, eps**L], axis=1)
     detail = "; ".join(f"eps {e}, L {l}: [{g[0]:.4g}, {g[1]:.4g}], plain {g[2]:.4g}" for (e, l), g in zip(pairs, got))
-    if np.allclose(got, expected, rtol=1e-9, atol=0):
+    if _same(got, expected):
         return True, detail, ""
     residual = got[:, :2]
-    if np.allclose(got, [(0.8**50, 1.2**50, 0.2**50)] * len(pairs), rtol=1e-9) or np.ptp(got, axis=0).max() == 0:
+    if _same(got, np.array([(0.8**50, 1.2**50, 0.2**50)] * len(pairs))) or np.ptp(got, axis=0).max() == 0:
         hint = ("your bounds do not change with eps and L (the numbers of eps = 0.2, L = 50?): compute them from the "
                 "arguments, (1 - eps)^L and (1 + eps)^L")
-    elif np.allclose(residual, np.stack([1 - eps * L, 1 + eps * L], axis=1), rtol=1e-9):
+    elif _same(residual, np.stack([1 - eps * L, 1 + eps * L], axis=1)):
         hint = ("the bounds multiply, they do not add: each of the L factors stretches by at most 1 + eps, so the "
                 "product by at most (1 + eps)^L")
-    elif any(np.allclose(residual, np.stack([(1 - eps) ** (L + d), (1 + eps) ** (L + d)], axis=1), rtol=1e-9)
+    elif any(_same(residual, np.stack([(1 - eps) ** (L + d), (1 + eps) ** (L + d)], axis=1))
              for d in (-1, 1)):
         hint = "off by one: L blocks give L factors, (1 - eps)^L and (1 + eps)^L"
-    elif np.allclose(residual, expected[:, :2], rtol=1e-9) and (np.allclose(got[:, 2], expected[:, 0], rtol=1e-9)
-                                                              or np.allclose(got[:, 2], expected[:, 1], rtol=1e-9)):
+    elif _same(residual, expected[:, :2]) and (_same(got[:, 2], expected[:, 0]) or _same(got[:, 2], expected[:, 1])):
         hint = ("the plain stack has no identity term: its factors are the J's alone, each of norm at most eps, so "
                 "the product is at most eps^L")
     else:
@@ -126,12 +132,12 @@ def judge_in_bounds(inputs, value):
     eps, L = inputs["eps"], inputs["L"]
     products = _products(inputs, value)
     factor = float(np.linalg.norm(products["one"] - np.eye(inputs["n"]), 2))
-    if not np.isclose(factor, eps, rtol=1e-6):
+    if not _same(factor, eps, 1e-6):
         return False, f"one factor I + J has ||J|| = {factor:.4g}, not eps = {eps}", \
             "scale each random matrix to spectral norm exactly eps: J * eps / np.linalg.norm(J, 2)"
     reproducible = np.array_equal(products["L"], products["again"])  # else the seed check says why
     second = _second_factor(products["one"], products["two"], inputs["n"]) if reproducible else []
-    if second and not any(np.isclose(norm, eps, rtol=1e-6) for norm in second):
+    if second and not any(_same(norm, eps, 1e-6) for norm in second):
         return False, f"the second factor I + J of the product of two has ||J|| = {second[0]:.4g}, not eps = {eps}", \
             "every factor's J has spectral norm exactly eps, the second as much as the first"
     singular = np.linalg.svd(products["L"], compute_uv=False)
@@ -155,15 +161,14 @@ def judge_independent(inputs, value):
     L = inputs["L"]
     products = _products(inputs, value)
     one, two = products["one"], products["two"]
-    if np.allclose(two, one @ one, rtol=1e-9, atol=1e-12) or np.allclose(
-            products["L"], np.linalg.matrix_power(one, L), rtol=1e-6, atol=1e-9):
+    if close(two, one @ one, 1e-9) or close(products["L"], np.linalg.matrix_power(one, L), 1e-6):
         return False, "the product of 2 factors is (I + J)^2: one J reused", \
             ("draw a new J for every layer inside the loop: one J reused gives (I + J)^L, a single direction "
              "amplified L times, not the product of L independent factors the bound is about")
     if not np.array_equal(products["L"], products["again"]):
         return False, "the same seed gave two different products", \
             "draw from rng = np.random.default_rng(seed), not from the global np.random, so a seed gives one product"
-    if np.allclose(products["L"], products["other"]):
+    if close(products["L"], products["other"], 1e-9):
         return False, "two seeds gave the same product", "use the seed: rng = np.random.default_rng(seed)"
     return True, "a new J for every layer; the same seed gives the same product, another seed another one", ""
 
@@ -177,10 +182,12 @@ def judge_answers(inputs, value):
     expected = {"residual_lower": 0.8**50, "residual_upper": 1.2**50, "plain_upper": 0.2**50}
     value = value if isinstance(value, dict) else {}
     wrong = [key for key, right in expected.items()
-             if not isinstance(value.get(key), (int, float)) or not np.isclose(float(value[key]), right, rtol=1e-6)]
+             if isinstance(value.get(key), bool) or not isinstance(value.get(key), (int, float))
+             or not _same(float(value[key]), right, 1e-6)]
     return not wrong, "all three right" if not wrong else f"wrong or missing: {wrong}", \
         ("ANSWERS holds the bounds' values at eps = 0.2, L = 50: what residual_bounds(0.2, 50) and "
-         "plain_bound(0.2, 50) return when they are right")
+         "plain_bound(0.2, 50) return when they are right (each is compared to 1e-6 of its own size: "
+         "a number near 0, such as 0.2^50 ~ 1e-35, must be that number, not merely small)")
 
 
 EXERCISE = Exercise(

@@ -112,9 +112,16 @@ def number(value, what="the value"):
         return math.inf
 
 
-def close(got, expected, rtol=1e-5, atol=1e-5):
-    """Elementwise closeness of two float arrays of the same shape (NaN is never close)."""
-    return bool(got.shape == expected.shape and np.all(np.abs(got - expected) <= atol + rtol * np.abs(expected)))
+def close(got, expected, rtol=1e-5, scale=None):
+    """Whether `got` is `expected` (float arrays of one shape) to `rtol` of the size of the values: every
+    |got - expected| <= rtol * scale, where `scale` is the largest |expected| unless the caller gives the size of
+    the computation. Relative at any magnitude: no absolute floor, which would call 1e-35 and 1e-30 equal (a
+    float32 result is off by a few units of its own size, whatever that size). NaN is never close."""
+    if got.shape != expected.shape:
+        return False
+    if scale is None:
+        scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    return bool(np.all(np.abs(got - expected) <= rtol * scale))
 
 
 def largest_difference(got, expected):
