@@ -5,6 +5,7 @@
     python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
     python -m tracks grade DIR --out OUT   # grades a class into a gradebook
     python -m tracks autograder --out autograder.zip   # the grader for Gradescope
+    python -m tracks release --out DIR     # the students' edition, without solutions
 """
 
 import argparse
@@ -42,7 +43,7 @@ def summary(track):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["exercises"], ["check"], ["grade"], ["autograder"]):
+    if argv[:1] in (["exercises"], ["check"], ["grade"], ["autograder"], ["release"]):
         from tracks.exercises.cli import main as exercises_main
 
         return exercises_main(argv)

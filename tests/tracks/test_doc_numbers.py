@@ -117,6 +117,14 @@ def _put_back(name, old, new):
     return doc_numbers.check_page(path, text.replace(old, new, 1))
 
 
+def _cell_with(name, line):
+    """The index of the notebook's one cell whose source holds `line`."""
+    cells = json.loads(_page(name)[1])["cells"]
+    found = [index for index, cell in enumerate(cells) if line in "".join(cell["source"])]
+    assert len(found) == 1, (name, line, found)
+    return found[0]
+
+
 def _cell_put_back(name, index, old, new):
     """The same for one cell of a notebook (`old` a line of the cell's source)."""
     path, text = _page(name)
@@ -163,10 +171,12 @@ def test_the_growth_tag_gives_the_findings_own_factor():
 
 
 def test_a_quick_run_time_typed_by_hand_in_a_notebook_is_reported():
+    line = "2. Run `python -m tracks.vision` and compare"
+    index = _cell_with("notebooks/vision.ipynb", line)
     problems = _cell_put_back(
-        "notebooks/vision.ipynb", 20, "2. Run `python -m tracks.vision` and compare",
+        "notebooks/vision.ipynb", index, line,
         "2. Run `python -m tracks.vision` (about 15 minutes on a laptop CPU) and compare")
-    assert problems == ["notebooks/vision.ipynb cell 20:3: '15 minutes' is a run time without its source "
+    assert problems == [f"notebooks/vision.ipynb cell {index}:3: '15 minutes' is a run time without its source "
                         "(tag it: NUMBER<!-- ref RUN reference.seconds min --> minutes)"]
 
 
@@ -177,9 +187,9 @@ def test_a_quick_run_time_typed_by_hand_in_a_notebook_is_reported():
     ("/root/tensorflow_datasets/input.txt", "is a place on one machine"),
 ])
 def test_a_text_path_outside_the_repository_in_a_notebook_is_reported(path, expected):
-    problems = _cell_put_back("notebooks/language.ipynb", 1, "TEXT_PATH = None",
-                              f'TEXT_PATH = "{path}"')
-    assert len(problems) == 1 and expected in problems[0] and "language.ipynb cell 1:" in problems[0], problems
+    index = _cell_with("notebooks/language.ipynb", "TEXT_PATH = None")
+    problems = _cell_put_back("notebooks/language.ipynb", index, "TEXT_PATH = None", f'TEXT_PATH = "{path}"')
+    assert len(problems) == 1 and expected in problems[0] and f"language.ipynb cell {index}:" in problems[0], problems
 
 
 def test_paths_of_the_repository_must_exist():

@@ -104,7 +104,7 @@ def parse_exercises(text):
 # The wheel ---------------------------------------------------------------------------------------
 
 
-def _project_root():
+def project_root():
     """The source checkout this package runs from (an editable install), or None when it is installed."""
     root = pathlib.Path(__file__).resolve().parents[2]
     pyproject = root / "pyproject.toml"
@@ -149,7 +149,7 @@ def _repacked_wheel(folder):
 
 def build_wheel(folder):
     """This version's wheel in `folder`: built from the checkout, or repacked from the installed files."""
-    root = _project_root()
+    root = project_root()
     if root is None:
         return _repacked_wheel(folder)
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(root)]
@@ -283,7 +283,7 @@ def main(argv=None):
     return run(args.root, args.config)
 
 
-__all__ = ["build", "build_wheel", "parse_exercises", "results", "run"]
+__all__ = ["build", "build_wheel", "parse_exercises", "project_root", "results", "run"]
 
 
 if __name__ == "__main__":

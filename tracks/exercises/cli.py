@@ -4,6 +4,7 @@
     python -m tracks exercises start 1 mywork/   # writes exercise 1's file into mywork/
     python -m tracks check mywork/ex1_residual_layer.py [--json] [--seed S]
     python -m tracks autograder --out autograder.zip [--exercises 1,3,5] [--scores FILE]
+    python -m tracks release --out DIR [--without-wheel]   # the students' edition (release.py)
     python -m tracks grade submissions/ --out gradebook/ [--jobs 2] [--timeout 120] [--memory-gb 4]
                            [--scores scores.toml] [--lms canvas] [--lms moodle]
 
@@ -228,6 +229,28 @@ def _autograder(rest):
     return 0
 
 
+def _release(rest):
+    from tracks.exercises.release import ReleaseError, write_release
+
+    parser = _Parser(prog="python -m tracks release",
+                     description="Write the students' edition of the course into DIR: the handouts and students' "
+                                 "pages, the notebooks without their solutions, the exercises' files and this "
+                                 "version's wheel; no solution in any of it (docs/release.md).")
+    parser.add_argument("--out", required=True, help="the folder to write (new, or empty), outside the repository")
+    parser.add_argument("--without-wheel", action="store_true",
+                        help="leave the wheel out: students install the package from the package index")
+    args = parser.parse_args(rest)
+    try:
+        written = write_release(args.out, wheel=not args.without_wheel)
+    except ReleaseError as error:
+        return _fail(str(error))
+    except RuntimeError as error:  # the wheel could not be built
+        return _fail(str(error))
+    print(f"wrote the students' edition to {args.out}: {len(written)} files (README.md first); check it, then "
+          f"publish it as your course does (docs/release.md)")
+    return 0
+
+
 def main(argv):
     """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
     with signals_as_interruptions():
@@ -287,6 +310,8 @@ def _main(command, rest):
                            limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
     if command == "autograder":
         return _autograder(rest)
+    if command == "release":
+        return _release(rest)
     parser = _Parser(prog="python -m tracks check",
                      description="Grade exercise solutions, each in its own process, as `grade` does.")
     parser.add_argument("files", nargs="+", help="solution files, .py or .ipynb (EXERCISE = N inside)")
