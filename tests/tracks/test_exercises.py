@@ -35,7 +35,8 @@ SEEDS = (38, 2026)
 FROM_THE_ISSUE = ["ex3_residual_only_at_inference", "ex3_steps_frozen", "ex3_one_shared_norm", "ex5_hard_coded",
                   "ex5_one_J_reused", "ex6_int64_overflow", "ex6_float_binomial", "ex1_config_without_residual",
                   "ex1_width_from_axis_1", "ex1_residual_only_at_inference", "ex2_stop_gradient_branch",
-                  "ex3_relu_mlp", "ex4_central_difference", "ex5_plain_upper_tiny_but_wrong"]
+                  "ex3_relu_mlp", "ex4_central_difference", "ex3_heads_and_key_size_swapped",
+                  "ex5_plain_upper_tiny_but_wrong"]
 
 
 @pytest.fixture(autouse=True)
@@ -144,7 +145,7 @@ def test_the_inputs_come_from_the_seed_and_test_large_sizes():
 
 # Issue 64's two survivors of the solutions' mutants: a number 3125 times too large (both below numpy's default
 # atol of 1e-8) and the heads and the key size swapped (the same parameter count). Each fails on every seed.
-@pytest.mark.parametrize("name", ["ex5_plain_upper_tiny_but_wrong"])
+@pytest.mark.parametrize("name", ["ex5_plain_upper_tiny_but_wrong", "ex3_heads_and_key_size_swapped"])
 def test_the_two_kinds_issue_64_found_fail_on_every_seed(name):
     path = FIXTURES / "wrong" / f"{name}.py"
     key, hint = expectation(path)
@@ -153,6 +154,22 @@ def test_the_two_kinds_issue_64_found_fail_on_every_seed(name):
         checks, _ = grade_here(path, seed)
         named = next(check for check in checks if check.name == spec.name)
         assert not named.passed and hint in named.hint, (seed, named)
+
+
+def test_the_drawn_sizes_tell_every_setting_apart_in_every_draw():
+    """A size the exercise fixes is never another size of the same run, so a block that reads one for the other
+    (the heads for the key size, the length or the batch for the width, hidden for width) computes something else."""
+    for seed in range(2000):
+        one = BY_NUMBER[1].inputs(seed)
+        batches = {len(one["x"]), len(one["x3"]), len(one["x3"][0])}  # 4, 2 and the seq of the rank-3 input
+        assert one["width"] not in batches | {one["hidden"]}, (seed, one["width"], batches)
+        two = BY_NUMBER[2].inputs(seed)
+        assert two["width"] != two["hidden"]
+        three = BY_NUMBER[3].inputs(seed)
+        width, heads, hidden = three["width"], three["heads"], three["hidden"]
+        lengths = {len(three["x"][0]), len(three["x"])}  # the block is built on x: its length and its batch
+        assert width % heads == 0 and heads != width // heads, (seed, width, heads)  # heads vs key size
+        assert width not in lengths | {hidden} and hidden != width // heads, (seed, three)
 
 
 def test_a_comparison_is_relative_at_any_magnitude():

@@ -58,10 +58,12 @@ class ResidualMLP(keras.layers.Layer):
 
 
 def draw(rng):
-    width = int(rng.integers(4, 13))
+    # the width is never another size of the inputs (the batches 4 and 2, seq 2 or 3, hidden): a layer that reads
+    # its width off another axis (input_shape[0], input_shape[1]) gets a wrong one in every draw
+    width = int(rng.integers(5, 13))
     hidden = int(rng.choice([h for h in range(8, 25) if h != width]))
     depth = int(rng.integers(6, 13))
-    seq = int(rng.integers(2, 4))  # below every width: a layer that reads input_shape[1] gets the wrong width
+    seq = int(rng.integers(2, 4))
 
     def weights(scale):
         return [(rng.standard_normal(shape) * scale).astype("float32").tolist()
@@ -220,6 +222,10 @@ def judge_saving(inputs, value):
             return False, f"{twin}: get_config gives {entry['config']} (missing: {missing or 'none'})", \
                 ("get_config must return every constructor argument: {**super().get_config(), 'hidden': ..., "
                  "'residual': ...}; without residual a plain twin comes back from its config as a residual layer")
+        if entry.get("name") != "block":
+            return False, f"{twin}: a layer named 'block' comes back from its config named {entry.get('name')!r}", \
+                ("__init__ must pass what Keras gives it on: super().__init__(**kwargs), so that "
+                 "from_config(get_config()) gives the layer back with its name (and dtype)")
         if not close(array(entry["clone"], x.shape), expected, TOLERANCE):
             return False, f"{twin}: from_config(get_config()) computes something else", \
                 "from_config(get_config()) must give the same layer: return hidden and residual from get_config"

@@ -85,11 +85,15 @@ class PreLNBlock(rk.BlockLayer):
 
 
 def draw(rng):
+    """The sizes of a run, told apart in every draw: the number of heads is never the key size (heads^2 != width:
+    a block with the two swapped computes another attention), the length never the width, hidden neither the width
+    nor the key size."""
     width = int(rng.choice([8, 12, 16]))
-    heads = int(rng.choice([h for h in (1, 2, 4) if width % h == 0]))
-    length = int(rng.integers(4, 9))
+    heads = int(rng.choice([h for h in (1, 2, 4) if width % h == 0 and h * h != width]))
+    length = int(rng.integers(4, 8))  # below every width: a block that reads its width off the length axis is seen
     split = int(rng.integers(1, length - 1))
-    return {"width": width, "heads": heads, "hidden": int(rng.choice([h for h in range(8, 33) if h != width])),
+    return {"width": width, "heads": heads,
+            "hidden": int(rng.choice([h for h in range(8, 33) if h not in (width, width // heads)])),
             "split": split, "x": rng.standard_normal((2, length, width)).astype("float32").tolist(),
             "later": rng.standard_normal((2, length - split - 1, width)).astype("float32").tolist(),
             "other": rng.standard_normal((1, length + 3, width)).astype("float32").tolist(),
@@ -164,6 +168,13 @@ def judge_attention(inputs, value):
     keys, gap = _attention_fit(inputs, value)
     detail = (f"with the MLP's parts at zero, block(x) minus x + Attention(LN(x)) computed here from the block's "
               f"weights: {gap:.2g}")
+    block = BlockWeights(value["weights"], value["parts"], inputs["weights_seed"])
+    heads, key = inputs["heads"], inputs["width"] // inputs["heads"]
+    if (block.heads, block.key_dim) != (heads, key):  # the draw makes heads != key size: a swap is seen
+        return False, (f"the attention has {block.heads} heads of size {block.key_dim}; the block was given "
+                       f"num_heads = {heads} at width {inputs['width']}: {heads} heads of size {key}"), \
+            ("MultiHeadAttention(num_heads=self.num_heads, key_dim=width // self.num_heads): the number of heads "
+             "first, then each head's size (the two swapped, or a size of your own, is another attention)")
     if any(form == "pre" and norm is not None for form, norm, _ in keys):
         return True, detail, ""
     forms = {form for form, _, _ in keys}
@@ -316,6 +327,10 @@ def judge_saving(inputs, value):
     x = _x(inputs)
     if value["config"] != {"num_heads": inputs["heads"], "hidden": inputs["hidden"]}:
         return False, f"get_config gives {value['config']}", "keep the skeleton's get_config (num_heads, hidden)"
+    if value.get("name") != "block":
+        return False, f"a block named 'block' comes back from its config named {value.get('name')!r}", \
+            ("keep the skeleton's __init__: super().__init__(**kwargs) passes on what Keras gives it, so that "
+             "from_config(get_config()) gives the block back with its name (and dtype)")
     variants, keys = _whole_fit(inputs, value, "output")
     if not keys:
         return False, "the block is none the grader computes from its weights (see the order check)", \

@@ -82,6 +82,12 @@ class BlockWeights:
         self.attention = {key: get(attentions[0].get(key)) for key in ATTENTION_KEYS}
         if any(self.attention[f"{name}_kernel"] is None for name in ("query", "key", "value", "output")):
             raise WrongForm("the MultiHeadAttention's kernels were not found")
+        if any(self.attention[f"{name}_kernel"].ndim != 3 for name in ("query", "key", "value", "output")):
+            raise WrongForm("the MultiHeadAttention's kernels are not (width, heads, size) and (heads, size, width)")
+        # what the block's attention is, read off its query and key kernels: (width, heads, key size)
+        self.heads, self.key_dim = self.attention["query_kernel"].shape[1:]
+        if self.attention["key_kernel"].shape[1:] != (self.heads, self.key_dim):
+            raise WrongForm("the MultiHeadAttention's query and key kernels differ in their heads or key size")
         if len(parts.get("norms") or []) > MAX_NORMS or len(parts.get("dense") or []) > MAX_DENSE:
             raise WrongForm(f"more than {MAX_NORMS} LayerNormalization or {MAX_DENSE} Dense layers: the exercise's "
                             "block has 2 of each")

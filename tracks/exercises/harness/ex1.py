@@ -66,7 +66,7 @@ def probe_saving(module, inputs):
         model.save("model.keras")  # in the submission's own empty working folder
         loaded = keras.saving.load_model("model.keras")
         found[str(residual)] = {"config": {key: plain(config.get(key)) for key in ("hidden", "residual")},
-                                "keys": sorted(map(str, config)), "clone": plain(clone(x)),
+                                "keys": sorted(map(str, config)), "clone": plain(clone(x)), "name": clone.name,
                                 "revived": type(revived).__name__, "loaded": plain(loaded(x))}
     return found
 

@@ -14,11 +14,11 @@ def _x(inputs, key="x"):
     return np.asarray(inputs[key], "float32")
 
 
-def _block(module, inputs):
+def _block(module, inputs, **kwargs):
     cls = getattr(module, "PreLNBlock", None)
     if cls is None:
         raise AttributeError("no class PreLNBlock in the file")
-    block = cls(inputs["heads"], inputs["hidden"])
+    block = cls(inputs["heads"], inputs["hidden"], **kwargs)
     block(_x(inputs))
     return block
 
@@ -95,7 +95,7 @@ def probe_parameters(module, inputs):
 def probe_saving(module, inputs):
     import keras
 
-    block, x = _block(module, inputs), _x(inputs)
+    block, x = _block(module, inputs, name="block"), _x(inputs)
     weights = set_drawn_weights(block, inputs["weights_seed"])
     config = block.get_config()
     clone = type(block).from_config(config)
@@ -105,7 +105,8 @@ def probe_saving(module, inputs):
     model = keras.Model(model_input, block(model_input))
     model.save("model.keras")  # in the submission's own empty working folder
     loaded = keras.saving.load_model("model.keras")
-    return {"config": {key: plain(config.get(key)) for key in ("num_heads", "hidden")}, "weights": weights,
+    return {"config": {key: plain(config.get(key)) for key in ("num_heads", "hidden")}, "name": clone.name,
+            "weights": weights,
             "parts": parts(block), "output": plain(block(x)), "clone": plain(clone(x)), "loaded": plain(loaded(x))}
 
 
