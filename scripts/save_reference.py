@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,17 @@ def small_png(source, target):
 
     with Image.open(source) as image:
         image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(target, optimize=True)
+
+
+# A data source's local path (folder:/..., text:/...): where the run's data were on one machine.
+LOCAL_SOURCE = re.compile(r"\b(folder|text):/[^\s\"',;)]+")
+
+
+def portable(text, home=os.path.expanduser("~")):
+    """`text` without the paths of the machine that made the run: a data source's path is PATH (as the
+    command's), the home folder ~ (a reference is read on other machines; tests/tracks/test_product_paths.py)."""
+    text = LOCAL_SOURCE.sub(lambda match: f"{match.group(1)}:PATH", text)
+    return text.replace(home.rstrip("/") + "/", "~/") if home not in ("", "/") else text
 
 
 def machine():
@@ -70,6 +82,9 @@ def main(argv=None):
     if summary.is_file():  # the run's own directory is not where the reference lives
         summary.write_text(summary.read_text().replace(str(args.run.resolve()), "RUN_DIR")
                            .replace(str(args.run), "RUN_DIR"))
+    for name in ("summary.md", "results.json", "config.json"):
+        if (target / name).is_file():
+            (target / name).write_text(portable((target / name).read_text()))
     for folder in FOLDERS:
         if (args.run / folder).is_dir():
             shutil.copytree(args.run / folder, target / folder)
