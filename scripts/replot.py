@@ -19,6 +19,10 @@ What the figures print about the data (its name, the fallback banner, the
 number of training images) comes from results.json, so the data need not be
 at hand; the toy track's figure of decision boundaries draws the training
 points again from the run's seed, checked against config.json's fingerprint.
+Where results.json names the data by a source without its path
+(`text:PATH`, as docs/reference/ records them) and no title, `--data
+SOURCE` gives the run's data (loaded, checked against the fingerprint) to
+name them as the run did.
 
 Two figures cannot be drawn from a run directory: jacobian.png and
 jacobian_blocks.png. results.json keeps each model's ||d x_L / d x_0||, not
@@ -117,16 +121,32 @@ def _read(run_path):
     return track, base, config, results, name.endswith("-diagnose")
 
 
-def _data(track, base, config, results, run_path):
-    """The run's data as its figures need them: recorded, or (the toy points) drawn again and checked."""
+def _loaded(track, config, run_path, source=None, trains=True):
+    """(config, data): the run's data loaded by the track (from `source` if given), checked to be the run's."""
     from tracks.common.track import RunContext
 
-    if base in DRAWS_THE_DATA:
-        data = track.parts.load_data(RunContext(config))
-        _same_data(run_path, track, data)
-        return data
+    if source is not None:
+        try:
+            config = dataclasses.replace(config, data=track.parse_source(source))
+        except ValueError as error:
+            raise ReplotError(f"--data {source}: {error}") from None
+    try:
+        data = track.parts.load_data(RunContext(config, trains=trains))
+    except (OSError, ValueError) as error:
+        raise ReplotError(f"{run_path}: cannot load its data {config.data} ({error}); give a copy with --data") from None
+    _same_data(run_path, track, data)
+    return config, data
+
+
+def _data(track, base, config, results, run_path, source=None):
+    """The run's data as its figures need them: loaded and checked (`source`, the toy points), else recorded."""
+    if source is not None or base in DRAWS_THE_DATA:
+        return _loaded(track, config, run_path, source, trains=not results.get("track", "").endswith("-diagnose"))[1]
     name = results.get("dataset") or config.data
     title = results.get("dataset_title") or track.parts.data_title(name)
+    if title == name and ":" in name:  # a recorded source without its path (text:PATH): no title to show
+        raise ReplotError(f"{run_path}: results.json names its data only as {name}: give them with --data SOURCE "
+                          f"(the run's data, checked against config.json's fingerprint) to name them in the figures")
     return RecordedData(name, title, results.get("banner"), _plot_banner(base, results.get("banner")),
                         range(results.get("train_images") or 0))
 
@@ -171,13 +191,7 @@ def measure_jacobians(run_path, source=None, log=print):
     from tracks.common.track import RunContext
 
     track, base, config, results, diagnose = _read(run_path)
-    if source is not None:
-        try:
-            config = dataclasses.replace(config, data=track.parse_source(source))
-        except ValueError as error:
-            raise ReplotError(f"--data {source}: {error}") from None
-    data = track.parts.load_data(RunContext(config, trains=not diagnose))
-    _same_data(run_path, track, data)
+    config, data = _loaded(track, config, run_path, source, trains=not diagnose)
     if diagnose:  # as `diagnose` and a training run set the process up before they measure
         runtime = setup_runtime("fp32", "off", "none", seed=config.seed)
     else:
@@ -204,14 +218,18 @@ def measure_jacobians(run_path, source=None, log=print):
     return list(NOT_KEPT)
 
 
-def replot(run_path, log=print):
-    """Draws the figures of one run directory again; returns the files drawn."""
+def replot(run_path, source=None, log=print):
+    """Draws the figures of one run directory again; returns the files drawn.
+
+    `source`: the run's data from another place (loaded, checked, and named in the figures as the run named
+    them); without it, what results.json says of them.
+    """
     from tracks.common.instrument_report import plot_initialisation
     from tracks.common.run import diagnose_subtitle, instrument_subtitle
     from tracks.common.track import RunContext
 
     track, base, config, results, diagnose = _read(run_path)
-    data = _data(track, base, config, results, run_path)
+    data = _data(track, base, config, results, run_path, source)
     with _locked(run_path, results.get("track")) as run:
         ctx = RunContext(config, run=run, data=data)
         summary = results["initialisation"]
@@ -247,10 +265,10 @@ def main(argv=None):
                         help="measure the models at initialisation again (no training) for jacobian.png and "
                              "jacobian_blocks.png, kept where the numbers match results.json's")
     parser.add_argument("--data", metavar="SOURCE", default=None,
-                        help="with --measure-initialisation: the run's data from another place (e.g. folder:PATH)")
+                        help="the run's data from another place (e.g. folder:PATH), checked against config.json's "
+                             "fingerprint: needed to measure again, and to name data that results.json names "
+                             "without their path")
     args = parser.parse_args(argv)
-    if args.data is not None and not args.measure_initialisation:
-        parser.error("--data is read only with --measure-initialisation (the figures' numbers need no data)")
     failed = 0
     for run_path in args.runs:
         try:
@@ -261,7 +279,7 @@ def main(argv=None):
                 _read(run_path)  # refused before anything is copied
                 shutil.copytree(run_path, target)
                 run_path = target
-            replot(run_path)
+            replot(run_path, args.data)
             if args.measure_initialisation:
                 measure_jacobians(run_path, args.data)
         except ReplotError as error:

@@ -135,9 +135,18 @@ def test_replot_refuses_what_is_not_a_finished_run(tmp_path):
         with pytest.raises(replot.ReplotError, match=message):
             replot.replot(path)
     assert replot.main([str(tmp_path / "empty"), str(other)]) == 2
-    with pytest.raises(SystemExit) as exit_:  # --data is for a new measurement only
-        replot.main([str(REFERENCE / "toy-spirals-s0"), "--data", "spirals"])
-    assert exit_.value.code == 2
+    tiny = tmp_path / "language-tinyshakespeare-s0"
+    shutil.copytree(REFERENCE / "language-tinyshakespeare-s0", tiny)
+    results = json.loads((tiny / "results.json").read_text())
+    results["dataset"] = "text:PATH"  # a source recorded without its path, and no title
+    (tiny / "results.json").write_text(json.dumps(results))
+    with pytest.raises(replot.ReplotError, match="names its data only as text:PATH: give them with --data"):
+        replot.replot(tiny)
+    with pytest.raises(replot.ReplotError, match="cannot load its data"):
+        replot.replot(tiny, source=f"text:{tmp_path / 'missing.txt'}")
+    with pytest.raises(replot.ReplotError, match="not the run's"):  # the digest of the text differs
+        (tmp_path / "other.txt").write_text("other text " * 2000)
+        replot.replot(tiny, source=f"text:{tmp_path / 'other.txt'}")
 
 
 @pytest.mark.slow
