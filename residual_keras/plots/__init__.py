@@ -23,6 +23,14 @@ line style and marker = variant, one palette (`PALETTE`). A label says its
 variant and depth explicitly (`Label("plain-20", "plain", 20)`); plain
 strings get one colour each.
 
+Every figure can be read at 800 px wide (a page, a notebook cell): its
+smallest text is then at least 8 px high, several panels go in a grid of
+at most two columns (never a strip), a panel without data is left out,
+and every axis is labelled (tests/library/test_plots_legible.py checks
+each function). One numbering and one notation everywhere: block 1 is the
+first block, and the stream x_0 enters block 1, x_l leaves block l, x_L
+leaves the last block.
+
 One module per kind of figure: `gradients`, `jacobian`, `activations`,
 `lesions`, `transformer`, `dynamics`, `landscape`, `training` (learning curves); `_style` holds the palette, the
 convention and the figure helpers.
