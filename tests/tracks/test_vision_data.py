@@ -118,6 +118,68 @@ def test_synthetic_objects_fade_with_the_faintest_opacity_and_1_is_the_first_set
             vision_data.make_synthetic_images(faintest_object=bad, train_examples=10, test_examples=10)
 
 
+def test_distractors_clutter_half_the_images_and_leave_everything_else_as_it_was():
+    sizes = dict(seed=4, train_examples=400, test_examples=100, faintest_object=1.0)
+    clean = vision_data.make_synthetic_images(**sizes)
+    assert all(np.array_equal(a, b) for a, b in zip(clean[:4], vision_data.make_synthetic_images(
+        distractors=0, **sizes)[:4]))  # 0 draws nothing
+    cluttered = vision_data.make_synthetic_images(distractors=4, **sizes)
+    np.testing.assert_array_equal(cluttered[1], clean[1])  # the same labels
+    np.testing.assert_array_equal(cluttered[3], clean[3])
+    again = vision_data.make_synthetic_images(distractors=4, **sizes)
+    assert all(np.array_equal(a, b) for a, b in zip(cluttered[:4], again[:4]))  # deterministic
+    for images, reference, count in ((cluttered[0], clean[0], 400), (cluttered[2], clean[2], 100)):
+        changed = (images != reference).reshape(count, -1).any(axis=1)
+        # Half the images (drawn at random) hold pieces; the others are the clean set's, pixel for pixel.
+        assert 0.35 < changed.mean() < 0.65
+        # The pieces sit under the object and are small (radius 3-5 of 32): in a cluttered image most
+        # pixels are untouched, and where a piece lies the image changes by its contrast.
+        touched = (np.abs(images.astype(int) - reference.astype(int)) > 8).reshape(count, -1).mean(axis=1)
+        assert 0.02 < np.median(touched[changed]) < 0.4
+    # More pieces, more clutter: the cluttered images hold more edges than the clean ones, and 8
+    # pieces more than 2.
+    def edges(x):
+        return np.abs(np.diff(x.astype(np.float32), axis=2)).mean()
+
+    two = vision_data.make_synthetic_images(distractors=2, **sizes)[0]
+    eight = vision_data.make_synthetic_images(distractors=8, **sizes)[0]
+    assert edges(clean[0]) < edges(two) < edges(cluttered[0]) < edges(eight)
+    # The faint objects and the distractors combine: with both, the images differ from either alone.
+    both = vision_data.make_synthetic_images(seed=4, train_examples=400, test_examples=100, distractors=4,
+                                             faintest_object=0.065)
+    faint = vision_data.make_synthetic_images(seed=4, train_examples=400, test_examples=100, faintest_object=0.065)
+    assert not np.array_equal(both[0], faint[0]) and not np.array_equal(both[0], cluttered[0])
+    for bad in (-1, 17, 2.5, True, "4", None):
+        with pytest.raises(ValueError, match="distractors must be an integer in 0..16"):
+            vision_data.make_synthetic_images(distractors=bad, train_examples=10, test_examples=10)
+
+
+def test_a_distractor_is_a_piece_of_another_class_never_of_the_images_own(monkeypatch):
+    # Painted on a flat grey scene with no object, each piece shows which class it came from; over many
+    # images of one label, no piece may be of that label (it would add the label's own cue).
+    from tracks.vision.data import synthetic
+
+    size, n = 32, 300
+    grid = (np.arange(size, dtype=np.float32) + 0.5)
+    xx, yy = grid[None, None, :], grid[None, :, None]
+    base = np.full((n, 1, 1, 3), 0.5, np.float32)
+    for label in (0, 6, 9):
+        labels = np.full(n, label, np.int32)
+        seen = set()
+
+        def spy(piece_label, *args, pattern=synthetic._pattern):
+            seen.add(piece_label)
+            return pattern(piece_label, *args)
+
+        monkeypatch.setattr(synthetic, "_pattern", spy)
+        painted = synthetic._paint_distractors(np.random.default_rng(label), labels,
+                                               np.full((n, size, size, 3), 0.5, np.float32), base, xx, yy, 3)
+        monkeypatch.undo()
+        assert seen == set(range(10)) - {label}  # every other class, and never its own
+        changed = (np.abs(painted - 0.5) > 0.02).reshape(n, -1).any(axis=1)
+        assert 0.35 < changed.mean() < 0.65  # a random half of the images
+
+
 def test_the_nonorm_preset_keeps_the_fully_painted_set_and_the_others_the_calibrated_one():
     from tracks.vision.presets import PRESETS, VisionConfig
 
@@ -131,6 +193,12 @@ def test_the_nonorm_preset_keeps_the_fully_painted_set_and_the_others_the_calibr
         f"; half the objects faint, down to opacity {vision_data.FAINTEST_OBJECT:g}")
     assert synthetic_note(PRESETS["nonorm"], "synthetic") == "; every object fully painted"
     assert synthetic_note(PRESETS["quick"], "cifar10") == ""
+    # The limit on distractors is one number in two modules.
+    from tracks.vision.presets import MAX_DISTRACTORS
+
+    assert MAX_DISTRACTORS == vision_data.synthetic.MAX_DISTRACTORS
+    with pytest.raises(ValueError, match="--synthetic-distractors must be in 0..16"):
+        VisionConfig(synthetic_distractors=MAX_DISTRACTORS + 1)
 
 
 def test_the_option_reaches_the_images_and_old_runs_keep_their_set(monkeypatch):
@@ -149,14 +217,26 @@ def test_the_option_reaches_the_images_and_old_runs_keep_their_set(monkeypatch):
     # The track passes the config's value on.
     seen = {}
     monkeypatch.setattr(vision_data, "load_vision_data", lambda *args, **kwargs: seen.update(kwargs))
-    prepare.load_data(RunContext(VisionConfig(data="synthetic", synthetic_faintest=0.5), log=quiet))
-    assert seen["synthetic_faintest"] == 0.5
+    prepare.load_data(RunContext(VisionConfig(data="synthetic", synthetic_faintest=0.5, synthetic_distractors=3),
+                                 log=quiet))
+    assert seen["synthetic_faintest"] == 0.5 and seen["synthetic_distractors"] == 3
     # A config.json from before the option (0.2.0) ran on fully painted objects: --resume and compare
     # read it so; one written now keeps its value.
     written = config_to_dict(VisionConfig(synthetic_faintest=0.3))
     assert config_from_dict(VisionConfig, written).synthetic_faintest == 0.3
     del written["synthetic_faintest"]
     assert config_from_dict(VisionConfig, written).synthetic_faintest == 1.0
+    # One written before the distractors had none.
+    written = config_to_dict(VisionConfig(synthetic_distractors=5))
+    assert config_from_dict(VisionConfig, written).synthetic_distractors == 5
+    del written["synthetic_distractors"]
+    assert config_from_dict(VisionConfig, written).synthetic_distractors == 0
+    # load_vision_data passes the option on to the images.
+    loaded = load_vision_data("synthetic", log=quiet, synthetic_examples=SMALL, synthetic_faintest=1.0,
+                              synthetic_distractors=2)
+    made = vision_data.make_synthetic_images(seed=0, train_examples=SMALL[0], test_examples=SMALL[1],
+                                             faintest_object=1.0, distractors=2)
+    np.testing.assert_array_equal(loaded.x_test, made[2])
 
 
 def test_synthetic_load_defaults_split_and_normalisation_statistics():

@@ -18,6 +18,9 @@ from tracks.vision.variants import VARIANT_HELP, VARIANTS
 SCHEDULES = ("cosine", "step")
 # He et al.'s deepest CIFAR network (section 4.2): 200 blocks per stage.
 MAX_DEPTH = 1202
+# tracks/vision/data/synthetic.py's MAX_DISTRACTORS (a test keeps them equal; that module loads TensorFlow with its
+# package).
+MAX_DISTRACTORS = 16
 # CIFAR ResNets have 6n + 2 layers (residual_keras.models.blocks_per_stage, checked here without Keras).
 DEPTH_RULE = (lambda depth: (depth - 2) % 6 == 0, "depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ..., 1202)")
 
@@ -43,6 +46,11 @@ class VisionConfig(RuntimeOptions):
         metadata={"help": "the synthetic set: half its objects are painted faintly, with an opacity drawn "
                   "log-uniformly from [this, 1]; 1 paints every object fully (the set of 0.2.0); the default "
                   "makes the set about as hard as CIFAR-10 for the class preset"},
+    )
+    synthetic_distractors: int = dataclasses.field(
+        default=0,
+        metadata={"help": "the synthetic set: half its images hold this many distractors, small pieces of other "
+                  "classes' patterns under the object (0-16; 0: none), which a deeper net learns to see past"},
     )
     data_dir: Optional[str] = dataclasses.field(
         default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
@@ -121,7 +129,8 @@ class VisionConfig(RuntimeOptions):
     # object fully painted (tracks.common.config.config_from_dict reads them so for --resume; compare
     # reads config.json as written: it lists the field when the reference has it and the run's
     # differs or is missing).
-    VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0}
+    # Those without synthetic_distractors (0.2.0's, and this version's before issue 66) had no distractors.
+    VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0, "synthetic_distractors": 0}
 
     def adapted_to(self, given):
         """The preset for a run with the options `given`: a typed --train-size below the preset's batch
@@ -172,6 +181,9 @@ class VisionConfig(RuntimeOptions):
         if not 0 < self.synthetic_faintest <= 1:
             raise ValueError(f"--synthetic-faintest must be in (0, 1] (an opacity; 1: every object fully "
                              f"painted), got {self.synthetic_faintest}")
+        if not 0 <= self.synthetic_distractors <= MAX_DISTRACTORS:
+            raise ValueError(f"--synthetic-distractors must be in 0..{MAX_DISTRACTORS} (pieces of other classes' "
+                             f"patterns in half the images; 0: none), got {self.synthetic_distractors}")
 
 
 # XLA with `--xla auto` on a CPU: XLA's CPU convolutions are slower than TensorFlow's oneDNN ones

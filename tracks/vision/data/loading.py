@@ -145,6 +145,7 @@ def load_vision_data(
     status_timeout=5.0,
     synthetic_examples=(SYNTHETIC_TRAIN_EXAMPLES, SYNTHETIC_TEST_EXAMPLES),
     synthetic_faintest=FAINTEST_OBJECT,
+    synthetic_distractors=0,
     accept=None,
 ):
     """Load a data set into memory and split it.
@@ -173,6 +174,9 @@ def load_vision_data(
         synthetic_faintest: float in (0, 1]. The synthetic set's faintest
             object (`make_synthetic_images`' `faintest_object`). Default
             `FAINTEST_OBJECT`.
+        synthetic_distractors: int in 0..16. Pieces of other classes'
+            patterns in half the synthetic images (`make_synthetic_images`'
+            `distractors`). Default 0: none.
         accept: callable(train images, test images) -> the `train_size` to keep (a caller may lower a
             default to what the folder has), raising ValueError to refuse; called for a folder source once
             its files are counted, before any image is decoded or cached.
@@ -225,9 +229,11 @@ def load_vision_data(
             train_examples=train_examples,
             test_examples=test_examples,
             faintest_object=synthetic_faintest,
+            distractors=synthetic_distractors,
         )
+        clutter = f", {synthetic_distractors} distractors in half the images" if synthetic_distractors else ""
         log(f"synthetic: {train_examples} train / {test_examples} test images (seed {seed}, "
-            f"faintest object {synthetic_faintest:g})")
+            f"faintest object {synthetic_faintest:g}{clutter})")
     elif source.startswith("folder:"):
         name = source
         def counted(train_count, test_count):  # the caller's checks, then the split, before the cache is written

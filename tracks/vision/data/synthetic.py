@@ -5,9 +5,12 @@ The images have natural-image statistics where they matter for training
 objects lighter or darker than the background): a deep post-activation net
 at lr 0.1 dies on flat, uncorrelated colours where it survives CIFAR-10
 (docs/experiments/vision.md). A flip or a shift never changes a class.
-Half the objects are faint, so that the set, as CIFAR-10, is learnt a
+Half the objects may be faint, so that the set, as CIFAR-10, is learnt a
 little more with every epoch; how faint is calibrated against CIFAR-10
-(`FAINTEST_OBJECT`, docs/experiments/vision.md, issue 53).
+(`FAINTEST_OBJECT`, docs/experiments/vision.md, issue 53). Half the images
+may hold distractors, small pieces of other classes' patterns, so that, as
+in CIFAR-10's cluttered scenes, a net needs more features than the object's
+own: depth pays for them (docs/experiments/vision.md, issue 66).
 """
 
 import numpy as np
@@ -27,6 +30,8 @@ SYNTHETIC_TEST_EXAMPLES = 2_000
 # residual net of the `class` preset ends with a training error in
 # CIFAR-10's band, 20-35% (docs/experiments/vision.md, issue 53, item 5).
 FAINTEST_OBJECT = 0.065
+# The most distractors an image may hold (a piece's radius is 3-5 pixels in a 32 x 32 scene).
+MAX_DISTRACTORS = 16
 
 
 def make_synthetic_images(
@@ -36,6 +41,7 @@ def make_synthetic_images(
     train_examples=SYNTHETIC_TRAIN_EXAMPLES,
     test_examples=SYNTHETIC_TEST_EXAMPLES,
     faintest_object=FAINTEST_OBJECT,
+    distractors=0,
 ):
     """(x_train, y_train, x_test, y_test, class_names): 10 classes of pattern.
 
@@ -50,23 +56,37 @@ def make_synthetic_images(
     [`faintest_object`, 1], so the images range from easy to barely
     visible, as CIFAR-10's do. `faintest_object=1` paints every object
     fully and gives the set of 0.2.0, image for image.
+
+    With `distractors` > 0, half the images (drawn independently of the
+    faint half) hold that many distractors under the object: each a patch
+    of radius 3-5 pixels (the smallest object's is 6) of another class's
+    pattern, anywhere in the image, with the object's range of contrast.
+    The object is painted over them, so it is never hidden and stays the
+    largest pattern in the image: the label is never in doubt, but a net
+    that pools local cues over the image is misled. The distractors come
+    from a stream of their own (spawned from the images' generator), so
+    everything else is the set without them, image for image; at 0 nothing
+    is drawn.
     Classes are exactly balanced; the same seed gives identical arrays.
     """
     if not 0 < faintest_object <= 1:
         raise ValueError(f"faintest_object must be in (0, 1] (1: every object fully painted), got {faintest_object}")
+    if isinstance(distractors, bool) or not isinstance(distractors, (int, np.integer)) or not (
+            0 <= distractors <= MAX_DISTRACTORS):
+        raise ValueError(f"distractors must be an integer in 0..{MAX_DISTRACTORS} (0: none), got {distractors!r}")
     train_rng, test_rng = np.random.default_rng([seed, 100]), np.random.default_rng([seed, 101])
-    x_train, y_train = _synthetic_split(train_rng, train_examples, image_size, faintest_object)
-    x_test, y_test = _synthetic_split(test_rng, test_examples, image_size, faintest_object)
+    x_train, y_train = _synthetic_split(train_rng, train_examples, image_size, faintest_object, distractors)
+    x_test, y_test = _synthetic_split(test_rng, test_examples, image_size, faintest_object, distractors)
     return x_train, y_train, x_test, y_test, SYNTHETIC_CLASS_NAMES
 
 
-def _synthetic_split(rng, count, size, faintest_object):
+def _synthetic_split(rng, count, size, faintest_object, distractors):
     num_classes = len(SYNTHETIC_CLASS_NAMES)
     labels = rng.permutation(np.arange(count) % num_classes).astype(np.int32)
     images = np.empty((count, size, size, 3), np.uint8)
     for start in range(0, count, 1000):  # chunks keep the float temporaries in cache
         stop = min(start + 1000, count)
-        images[start:stop] = _synthetic_chunk(rng, labels[start:stop], size, faintest_object)
+        images[start:stop] = _synthetic_chunk(rng, labels[start:stop], size, faintest_object, distractors)
     return images, labels
 
 
@@ -75,7 +95,7 @@ def _sharp(values, softness):
     return 1.0 / (1.0 + np.exp(-values / softness))
 
 
-def _synthetic_chunk(rng, labels, size, faintest_object):
+def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
     n = len(labels)
     f32 = np.float32
     # Pixel centres in "32x32 units", so every image_size shows the same scene.
@@ -110,30 +130,9 @@ def _synthetic_chunk(rng, labels, size, faintest_object):
     mask = np.zeros((n, size, size), f32)
     for label in range(len(SYNTHETIC_CLASS_NAMES)):
         pick = labels == label
-        if not pick.any():
-            continue
-        U, V, D, SD, W = u[pick], v[pick], distance[pick], square_distance[pick], window[pick]
-        k, p, r, t = wave[pick], phase[pick], radius[pick], thickness[pick]
-        if label <= 2:  # horizontal / vertical / diagonal stripes: vary along v
-            pattern = W * _sharp(np.sin(k * V + p), 0.25)
-        elif label == 3:  # checkerboard
-            pattern = W * _sharp(np.sin(k * U + p) * np.sin(k * V + p), 0.15)
-        elif label == 4:  # concentric rings
-            pattern = W * _sharp(np.sin(k * D + p), 0.25)
-        elif label == 5:  # dot grid
-            pattern = W * _sharp(np.cos(k * U + p) * np.cos(k * V) - 0.4, 0.1)
-        elif label == 6:  # solid disc
-            pattern = _sharp(0.8 * r - D, 0.6)
-        elif label == 7:  # square outline
-            pattern = _sharp(t - np.abs(SD - 0.8 * r), 0.5)
-        elif label == 8:  # plus sign
-            bar_u = np.minimum(t - np.abs(V), 0.9 * r - np.abs(U))
-            bar_v = np.minimum(t - np.abs(U), 0.9 * r - np.abs(V))
-            pattern = _sharp(np.maximum(bar_u, bar_v), 0.5)
-        else:  # triangle: inside three half-planes 120 degrees apart
-            edges = [U * np.cos(a) + V * np.sin(a) for a in (0.0, 2.0944, 4.1888)]
-            pattern = _sharp(0.45 * r - np.maximum(np.maximum(edges[0], edges[1]), edges[2]), 0.5)
-        mask[pick] = pattern
+        if pick.any():
+            mask[pick] = _pattern(label, u[pick], v[pick], distance[pick], square_distance[pick], window[pick],
+                                  wave[pick], phase[pick], radius[pick], thickness[pick])
     # Colours and background resemble natural images, as CIFAR-10's do: the
     # channels move together (brightness dominates: RGB correlation ~0.9), and
     # an image's flat colour carries about a third of its energy, the rest is
@@ -166,11 +165,75 @@ def _synthetic_chunk(rng, labels, size, faintest_object):
         faint = rng.random((n, 1, 1, 1)) < 0.5
         opacity = np.exp(rng.uniform(np.log(faintest_object), 0.0, (n, 1, 1, 1)))
         mask = mask * np.where(faint, opacity, 1.0).astype(f32)
+    if distractors:  # under the object, from their own stream: the rest of the image is unchanged
+        image = _paint_distractors(rng.spawn(1)[0], labels, image, base, xx, yy, distractors)
     image += mask * (foreground - image)  # paint the pattern over the background
     # Pixel noise, uniform with std 0.04 (uniform numbers are several times cheaper).
     image += (rng.random(image.shape, dtype=f32) - 0.5) * (0.04 * np.sqrt(12.0))
     image *= 255
     return np.clip(np.rint(image, out=image), 0, 255).astype(np.uint8)
+
+
+def _pattern(label, U, V, D, SD, W, k, p, r, t):
+    """The opacity mask of class `label`'s pattern: u along its axis, v across it, D and SD the round and
+    square distances from its centre, W its texture's window, k its wave number, p its phase, r its radius,
+    t a line's half thickness (arrays of one shape, or broadcasting)."""
+    if label <= 2:  # horizontal / vertical / diagonal stripes: vary along v
+        return W * _sharp(np.sin(k * V + p), 0.25)
+    if label == 3:  # checkerboard
+        return W * _sharp(np.sin(k * U + p) * np.sin(k * V + p), 0.15)
+    if label == 4:  # concentric rings
+        return W * _sharp(np.sin(k * D + p), 0.25)
+    if label == 5:  # dot grid
+        return W * _sharp(np.cos(k * U + p) * np.cos(k * V) - 0.4, 0.1)
+    if label == 6:  # solid disc
+        return _sharp(0.8 * r - D, 0.6)
+    if label == 7:  # square outline
+        return _sharp(t - np.abs(SD - 0.8 * r), 0.5)
+    if label == 8:  # plus sign
+        bar_u = np.minimum(t - np.abs(V), 0.9 * r - np.abs(U))
+        bar_v = np.minimum(t - np.abs(U), 0.9 * r - np.abs(V))
+        return _sharp(np.maximum(bar_u, bar_v), 0.5)
+    # triangle: inside three half-planes 120 degrees apart
+    edges = [U * np.cos(a) + V * np.sin(a) for a in (0.0, 2.0944, 4.1888)]
+    return _sharp(0.45 * r - np.maximum(np.maximum(edges[0], edges[1]), edges[2]), 0.5)
+
+
+def _paint_distractors(rng, labels, image, base, xx, yy, count):
+    """`image` with `count` pieces of other classes' patterns painted in a random half of the images.
+
+    Each piece: a class other than the image's own, a centre anywhere (2-30 in 32x32 units), radius
+    3-5, its own rotation, period, phase and line thickness, a disc or square window, and a contrast
+    drawn as the object's (0.08-0.3 lighter or darker, a small tint).
+    """
+    n, size = len(labels), image.shape[1]
+    f32 = np.float32
+    cluttered = (rng.random(n) < 0.5)[:, None, None]
+    for _ in range(count):
+        centre_x, centre_y = rng.uniform(2, 30, (n, 1, 1)).astype(f32), rng.uniform(2, 30, (n, 1, 1)).astype(f32)
+        angle = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
+        dx, dy = xx - centre_x, yy - centre_y
+        u = dx * np.cos(angle) + dy * np.sin(angle)
+        v = -dx * np.sin(angle) + dy * np.cos(angle)
+        other = (labels + rng.integers(1, 10, n)) % 10  # never the image's own class
+        radius = rng.uniform(3, 5, (n, 1, 1)).astype(f32)
+        wave = (2 * np.pi / rng.uniform(3.5, 7.0, (n, 1, 1))).astype(f32)
+        phase = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
+        thickness = rng.uniform(1.2, 2.4, (n, 1, 1)).astype(f32)
+        distance = np.sqrt(u * u + v * v)
+        square_distance = np.maximum(np.abs(u), np.abs(v))
+        window = _sharp(radius - np.where(rng.random((n, 1, 1)) < 0.5, distance, square_distance), 0.7)
+        mask = np.zeros((n, size, size), f32)
+        for label in range(len(SYNTHETIC_CLASS_NAMES)):
+            pick = other == label
+            if pick.any():
+                mask[pick] = _pattern(label, u[pick], v[pick], distance[pick], square_distance[pick],
+                                      window[pick], wave[pick], phase[pick], radius[pick], thickness[pick])
+        contrast = rng.uniform(0.08, 0.3, (n, 1, 1)).astype(f32) * np.where(
+            rng.random((n, 1, 1)) < 0.5, -1.0, 1.0).astype(f32)
+        colour = base + contrast[..., None] + rng.normal(0, 0.05, (n, 1, 1, 3)).astype(f32)
+        image = image + (mask * cluttered)[..., None] * (colour - image)
+    return image
 
 
 def _luminance_colours(rng, n, low, high, chroma):
