@@ -85,6 +85,10 @@ class ChildRun:
     returncode: int
     seconds: float
     left_running: int = 0  # processes the file left behind, killed after it
+    # The memory it took (the supervisor's line; 0 where none said): its tree's resident anonymous and shared
+    # memory at the largest poll, and the largest process's peak resident set, its libraries' pages included.
+    peak_memory: int = 0
+    peak_rss: int = 0
 
 
 # How the grader starts a plain process (run_unconfined): the harness from the copy in SITE, not confined.
@@ -253,7 +257,8 @@ def run_submission(source, number, probes, inputs, *, limits, workdir, site, std
     if stop is not None and stop.is_set() and ended != "finished":
         ended = "interrupted"
     return ChildRun(records, events, ended, returncode if isinstance(returncode, int) else -9,
-                    time.monotonic() - started, int(status.get("left_running") or 0))
+                    time.monotonic() - started, int(status.get("left_running") or 0),
+                    int(status.get("peak_memory") or 0), int(status.get("peak_rss") or 0))
 
 
 def _plain_limits(limits):

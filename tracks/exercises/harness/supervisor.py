@@ -21,8 +21,11 @@ until it ends or passes a limit:
 
 Then it kills the submission's process group and every descendant left
 (found through /proc by parent, as their subreaper), reaps them, and prints
-one JSON line for the grader: how the process ended, its exit code, and
-how many processes it left behind.
+one JSON line for the grader: how the process ended, its exit code, how
+many processes it left behind, and the memory it took: the tree's resident
+anonymous and shared memory at its largest poll (`peak_memory`), and the
+kernel's high-water mark of the largest process's whole resident set, its
+libraries' pages included (`peak_rss`, getrusage of the reaped children).
 """
 
 import ctypes
@@ -122,10 +125,12 @@ def _has_ended(pid):
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def watch(pid, config, grader):
+def watch(pid, config, grader, peak=None):
     """How the submission's process ended: finished, timeout, memory, disk, processes or grader_gone (the
-    grader, process `grader`, is no longer this supervisor's parent: nobody is left to read the verdicts)."""
+    grader, process `grader`, is no longer this supervisor's parent: nobody is left to read the verdicts).
+    `peak`: a list whose one number is raised to the largest resident memory of the tree seen at a poll."""
     started, memory, disk = time.monotonic(), config["memory"], config["disk"]
+    peak = [0] if peak is None else peak
     logs = (config["stdout"], config["stderr"])
     while True:
         if _has_ended(pid):
@@ -137,7 +142,9 @@ def watch(pid, config, grader):
         tree = [pid, *descendants(pid)]
         if len(tree) > MAX_PROCESSES:
             return "processes"
-        if resident_bytes(tree, memory) > memory:
+        resident = resident_bytes(tree, memory)
+        peak[0] = max(peak[0], resident)
+        if resident > memory:
             return "memory"
         used, entries = disk_used(config["workdir"], logs)
         if used > disk or entries > MAX_FILES:
@@ -211,14 +218,18 @@ def main(site, config_text):
     pid = os.fork()
     if pid == 0:
         _child(site, config)
-    ended = "interrupted"
+    ended, peak = "interrupted", [0]
     try:
-        ended = watch(pid, config, grader)
+        ended = watch(pid, config, grader, peak)
     finally:  # also when the grader stops it or is gone: nothing of the file's outlives it
         status, others = end_everything(pid)
         returncode = os.waitstatus_to_exitcode(status) if status is not None else None
+        import resource  # POSIX only, as in _child
+
+        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # Linux gives KiB
         print(json.dumps({"ended": ended, "returncode": returncode, "left_running": others,
-                          "seconds": round(time.monotonic() - started, 2)}), flush=True)
+                          "seconds": round(time.monotonic() - started, 2), "peak_memory": peak[0],
+                          "peak_rss": largest}), flush=True)
 
 
 __all__ = ["BOOTSTRAP", "descendants", "disk_used", "end_everything", "main"]
