@@ -3,6 +3,7 @@
     python -m tracks                       # the tracks
     python -m tracks exercises             # the exercises; `exercises start N DIR` copies one
     python -m tracks check FILE [--json]   # grades a solution (tracks/exercises/)
+    python -m tracks collect ZIP --out DIR # a platform's download as one folder per student
     python -m tracks grade DIR --out OUT   # grades a class into a gradebook
     python -m tracks autograder --out autograder.zip   # the grader for Gradescope
     python -m tracks release --out DIR     # the students' edition, without solutions
@@ -43,7 +44,7 @@ def summary(track):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["exercises"], ["check"], ["grade"], ["autograder"], ["release"]):
+    if argv[:1] in (["exercises"], ["check"], ["collect"], ["grade"], ["autograder"], ["release"]):
         from tracks.exercises.cli import main as exercises_main
 
         return exercises_main(argv)

@@ -155,7 +155,8 @@ def test_students_csv_has_every_student_and_exercise_and_the_best_file_counts(gr
     rows = {row["student"]: row for row in _rows(out / "students.csv")}
     assert sorted(rows) == ["ana", "ben", "cy", "dee"]
     assert list(next(iter(rows.values()))) == ["student", *(f"ex{n}" for n in BY_NUMBER), "total", "counted",
-                                               "other files"]
+                                               "other files", "late"]
+    assert {row["late"] for row in rows.values()} == {""}  # not collected, no roster: nothing says who was late
     # The scores file: ex5 in_bounds 3, answers 2.5, the other two 1 (7.5 in all); ex6 resnet 0 (3 in all).
     possible = {1: 7, 2: 3, 3: 10, 4: 4, 5: 7.5, 6: 3}
     assert [rows["ana"][f"ex{n}"] for n in (1, 2, 3, 4, 6)] == ["missing"] * 5
@@ -248,14 +249,17 @@ def valid_results(results):
 
 @pytest.fixture(scope="module")
 def autograder(tmp_path_factory):
-    """The zip for exercises 5 and 6, built with a JSON scores file, unpacked as the platform does."""
+    """The zip for exercises 5 and 6, built with a JSON scores file and the tests hidden until the due date,
+    unpacked as the platform does."""
     tmp = tmp_path_factory.mktemp("autograder")
     (tmp / "scores.json").write_text(json.dumps({"5": {"in_bounds": 3, "answers": 2.5}}))
     result = subprocess.run([sys.executable, "-m", "tracks", "autograder", "--out", str(tmp / "autograder.zip"),
-                             "--exercises", "6,5", "--scores", str(tmp / "scores.json")],
+                             "--exercises", "6,5", "--scores", str(tmp / "scores.json"), "--visibility",
+                             "after_due_date", "--stdout-visibility", "after_published"],
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "11.5 points" in result.stdout  # exercise 5: 1 + 3 + 1 + 2.5; exercise 6: its 4 checks, 1 each
+    assert "tests after_due_date, output after_published" in result.stdout
     return tmp / "autograder.zip"
 
 
@@ -293,6 +297,7 @@ def test_the_zip_has_gradescopes_layout_and_this_versions_wheel(autograder):
         with zipfile.ZipFile(io.BytesIO(archive.read(wheel))) as packed:
             inside = set(packed.namelist())
     assert config["exercises"] == [5, 6] and config["points"]["5"]["in_bounds"] == 3
+    assert (config["visibility"], config["stdout_visibility"]) == ("after_due_date", "after_published")
     assert {"tracks/exercises/harness/supervisor.py", "tracks/exercises/autograder.py",
             "residual_keras/__init__.py"} <= inside
     assert not any(name.startswith("solutions/") for name in inside)  # the solutions stay with the instructor
@@ -309,6 +314,8 @@ def test_run_autograder_grades_a_right_submission_with_the_scores_files_points(a
     assert all(test["status"] == "passed" for test in tests.values())
     assert tests["5.in_bounds"]["max_score"] == 3 and tests["5.answers"]["max_score"] == 2.5
     assert results["score"] == 11.5
+    assert results["visibility"] == "after_due_date" and results["stdout_visibility"] == "after_published"
+    assert {test["visibility"] for test in tests.values()} == {"after_due_date"}  # --visibility, in every test
     assert "ex6_paths.ipynb counted" in results["output"] and "dropped '%pip install --quiet numpy'" in results["output"]
 
 
@@ -341,7 +348,8 @@ def test_run_autograder_survives_a_hostile_submission(autograder, tmp_path):
 
 def test_run_autograder_with_no_file_writes_a_zero_that_says_so(autograder, tmp_path):
     results = run_autograder(autograder, tmp_path, {"notes.txt": "I ran out of time"})
-    valid_results(results)
+    tests = valid_results(results)
+    assert {test["visibility"] for test in tests.values()} == {"after_due_date"} == {results["visibility"]}
     assert results["score"] == 0 and results["output"].startswith("No .py or .ipynb file was handed in")
 
 
@@ -351,6 +359,8 @@ def test_run_autograder_with_no_file_writes_a_zero_that_says_so(autograder, tmp_
     (["--out", "{tmp}/a.zip", "--exercises", "2,2"], "--exercises 2,2: 2 is given twice"),
     (["--out", "{tmp}/existing.zip"], "exists: choose another name"),
     (["--out", "{tmp}/a.zip", "--scores", "{tmp}/none.toml"], "--scores {tmp}/none.toml: No such file"),
+    (["--out", "{tmp}/a.zip", "--visibility", "after_grading"], "--visibility: invalid choice: 'after_grading'"),
+    (["--out", "{tmp}/a.zip", "--stdout-visibility", "Visible"], "--stdout-visibility: invalid choice: 'Visible'"),
 ])
 def test_the_autograder_command_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     (tmp_path / "existing.zip").write_text("mine")

@@ -15,8 +15,10 @@ and instructors run it anywhere). results.json has the platform's fields:
 `score`, `execution_time`, `output`, `visibility`, `stdout_visibility` and
 `tests`, one per check of each exercise, each with `name`, `number`,
 `score`, `max_score`, `status`, `output` (the detail, and the hint when it
-failed) and `visibility`. A submission's best file counts for each exercise
-(students.py); an exercise with no file gets 0 on each check, saying so.
+failed) and `visibility`: `--visibility` (default visible) at the top and in
+every test, `--stdout-visibility` (default hidden), Gradescope's values. A
+submission's best file counts for each exercise (students.py); an exercise
+with no file gets 0 on each check, saying so.
 """
 
 import argparse
@@ -38,6 +40,9 @@ import zipfile
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 
 CONFIG = "autograder.json"
+# Gradescope's values of `visibility` and `stdout_visibility` (its specification: "Controlling test case
+# visibility"): shown at once, never, after the due date, after the grades are published.
+VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
 
 SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu):
@@ -163,10 +168,14 @@ def build_wheel(folder):
     raise RuntimeError(f"pip could not build the wheel of {root}: {last}")
 
 
-def build(out, exercises, scores):
-    """Writes the autograder zip `out` for `exercises` with the points of `scores` (a `students.Scores`)."""
+def build(out, exercises, scores, visibility="visible", stdout_visibility="hidden"):
+    """Writes the autograder zip `out` for `exercises` with the points of `scores` (a `students.Scores`); its
+    results say `visibility` for the tests and `stdout_visibility` for the output (`VISIBILITY`)."""
+    for name, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
+        if value not in VISIBILITY:
+            raise ValueError(f"{name} {value!r}: Gradescope's values are {', '.join(VISIBILITY)}")
     out = pathlib.Path(out)
-    config = {"exercises": exercises,
+    config = {"exercises": exercises, "visibility": visibility, "stdout_visibility": stdout_visibility,
               "points": {str(n): {spec.key: scores.of(n, spec.key) for spec in BY_NUMBER[n].checks
                                   if not spec.optional} for n in exercises},
               "limits": {"seconds": 120.0, "memory_gb": 4.0, "disk_mb": 256.0}}
@@ -188,7 +197,7 @@ def build(out, exercises, scores):
 # Grading one submission --------------------------------------------------------------------------
 
 
-def _test(number, spec, check, points, why_missing=None):
+def _test(number, spec, check, points, why_missing=None, visibility="visible"):
     passed = bool(check and check["passed"])
     if check is None:
         output = why_missing
@@ -198,7 +207,7 @@ def _test(number, spec, check, points, why_missing=None):
             output += f"\nHint: {check['hint']}"
     return {"name": f"Exercise {number}: {spec.name}", "number": f"{number}.{spec.key}",
             "score": points if passed else 0.0, "max_score": points,
-            "status": "passed" if passed else "failed", "output": output.strip(), "visibility": "visible"}
+            "status": "passed" if passed else "failed", "output": output.strip(), "visibility": visibility}
 
 
 def results(reports, config, seed, seconds):
@@ -207,6 +216,7 @@ def results(reports, config, seed, seconds):
 
     points = {int(n): checks for n, checks in config["points"].items()}
     scores = Scores(points)
+    visibility = config.get("visibility", "visible")  # a zip built before the option: every test visible
     students, unassigned = by_student([{**report, "student": "submission"} for report in reports])
     entries = students.get("submission", {})
     tests, lines = [], [f"Graded with residual-keras on the inputs of seed {seed}, in {seconds:.0f} s."]
@@ -228,14 +238,15 @@ def results(reports, config, seed, seconds):
         for spec in BY_NUMBER[number].checks:
             if not spec.optional:
                 tests.append(_test(number, spec, checks.get(spec.key), scores.of(number, spec.key),
-                                   why or "no result"))
+                                   why or "no result", visibility))
     for report in [*unassigned.get("submission", []),
                    *(r for r in reports if r["exercise"] and r["exercise"] not in config["exercises"])]:
         lines.append(f"{report['file']}: not graded here"
                      + (f" ({report['reason']})" if report["reason"] else f" (exercise {report['exercise']} "
                                                                            f"is not part of this assignment)"))
     return {"score": sum(test["score"] for test in tests), "execution_time": round(seconds, 1),
-            "output": "\n".join(lines), "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+            "output": "\n".join(lines), "visibility": visibility,
+            "stdout_visibility": config.get("stdout_visibility", "hidden"), "tests": tests}
 
 
 def run(root, config_path):
@@ -248,6 +259,7 @@ def run(root, config_path):
     target = root / "results" / "results.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     started, seed = time.monotonic(), secrets.randbelow(2**31)
+    config = {}
     try:
         config = json.loads(pathlib.Path(config_path).read_text())
         submission = root / "submission"
@@ -264,7 +276,8 @@ def run(root, config_path):
                                  + outcome["output"])
         code = 0
     except Exception as error:  # noqa: BLE001  (the platform must get a results.json that says why)
-        outcome = {"score": 0.0, "execution_time": round(time.monotonic() - started, 1), "visibility": "visible",
+        outcome = {"score": 0.0, "execution_time": round(time.monotonic() - started, 1),
+                   "visibility": config.get("visibility", "visible") if isinstance(config, dict) else "visible",
                    "output": f"The autograder failed, not your submission: {type(error).__name__}: {error}. "
                              f"Tell your instructor.", "tests": []}
         traceback.print_exc()
@@ -283,7 +296,7 @@ def main(argv=None):
     return run(args.root, args.config)
 
 
-__all__ = ["build", "build_wheel", "parse_exercises", "project_root", "results", "run"]
+__all__ = ["VISIBILITY", "build", "build_wheel", "parse_exercises", "project_root", "results", "run"]
 
 
 if __name__ == "__main__":

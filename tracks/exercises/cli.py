@@ -4,9 +4,12 @@
     python -m tracks exercises start 1 mywork/   # writes exercise 1's file into mywork/
     python -m tracks check mywork/ex1_residual_layer.py [--json] [--seed S]
     python -m tracks autograder --out autograder.zip [--exercises 1,3,5] [--scores FILE]
+                                [--visibility V] [--stdout-visibility V]
     python -m tracks release --out DIR [--without-wheel]   # the students' edition (release.py)
+    python -m tracks collect DOWNLOAD --out CLASS [--layout canvas|moodle|auto] [--pattern REGEX]   # collect.py
     python -m tracks grade submissions/ --out gradebook/ [--jobs 2] [--timeout 120] [--memory-gb 4]
-                           [--scores scores.toml] [--lms canvas] [--lms moodle]
+                           [--scores scores.toml] [--lms canvas] [--lms moodle] [--roster FILE]
+                           [--exercises 1,3,5]
 
 `check` and `grade` run each file in its own process with the same limits
 and the same checks (tracks/exercises/sandbox.py, reports.py); the verdicts
@@ -191,7 +194,7 @@ def _limit_options(parser):
 
 def _autograder(rest):
     from tracks.common.checks import place_problem
-    from tracks.exercises.autograder import build, parse_exercises
+    from tracks.exercises.autograder import VISIBILITY, build, parse_exercises
     from tracks.exercises.students import Scores, ScoresError, read_scores
 
     parser = _Parser(prog="python -m tracks autograder",
@@ -201,6 +204,10 @@ def _autograder(rest):
     parser.add_argument("--exercises", default=",".join(str(e.number) for e in EXERCISES),
                         help="the exercises of the assignment, e.g. 1,3,5 (default: all)")
     parser.add_argument("--scores", metavar="FILE", help="points per check, TOML or JSON (default: 1 per check)")
+    parser.add_argument("--visibility", choices=VISIBILITY, default="visible",
+                        help="when students see the tests' results, Gradescope's values (default: visible)")
+    parser.add_argument("--stdout-visibility", choices=VISIBILITY, default="hidden",
+                        help="when students see the autograder's output (default: hidden)")
     args = parser.parse_args(rest)
     out = pathlib.Path(args.out)
     if out.suffix != ".zip":
@@ -219,12 +226,13 @@ def _autograder(rest):
     print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
           file=sys.stderr, flush=True)
     try:
-        build(out, exercises, scores)
+        build(out, exercises, scores, visibility=args.visibility, stdout_visibility=args.stdout_visibility)
     except RuntimeError as error:
         return _fail(str(error))
     possible = sum(scores.possible(number) for number in exercises)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): setup.sh, run_autograder, autograder.json and the "
-          f"wheel; {possible:g} points. Upload it as the assignment's autograder (docs/grading.md, "
+          f"wheel; {possible:g} points; tests {args.visibility}, output {args.stdout_visibility}. Upload it as the "
+          f"assignment's autograder (docs/grading.md, "
           f"\"On Gradescope\").")
     return 0
 
@@ -249,6 +257,25 @@ def _release(rest):
     print(f"wrote the students' edition to {args.out}: {len(written)} files (README.md first); check it, then "
           f"publish it as your course does (docs/release.md)")
     return 0
+
+
+def _collect(rest):
+    from tracks.exercises.collect import LAYOUTS, collect
+
+    parser = _Parser(prog="python -m tracks collect",
+                     description="Turn a platform's bulk download of submissions (the zip, or its folder) into "
+                                 "CLASS/<student>/<files> and CLASS/collected.csv, for grade (docs/grading.md, "
+                                 "\"Collecting the hand-in\").")
+    parser.add_argument("download", help="Canvas's \"Download Submissions\" or Moodle's \"Download all "
+                                         "submissions\" zip, or the folder it unpacks to")
+    parser.add_argument("--out", required=True, help="the class folder to write (new, or empty)")
+    parser.add_argument("--layout", choices=LAYOUTS, default="auto",
+                        help="whose download it is (default: auto, from the files' names)")
+    parser.add_argument("--pattern", metavar="REGEX",
+                        help="any other platform: a regular expression matched against each file's path in the "
+                             "download, with a (?P<student>...) group, and optionally id, late and file")
+    args = parser.parse_args(rest)
+    return collect(args.download, args.out, layout=args.layout, pattern=args.pattern)
 
 
 def main(argv):
@@ -279,8 +306,9 @@ def _main(command, rest):
             return _fail("start needs the exercise's number and a folder: python -m tracks exercises start 1 mywork")
         return start(args.number, args.folder)
     if command == "grade":
+        from tracks.exercises.autograder import parse_exercises
         from tracks.exercises.gradebook import grade_class
-        from tracks.exercises.students import LMS
+        from tracks.exercises.platforms import LMS
 
         parser = _Parser(prog="python -m tracks grade",
                          description="Grade every *.py and *.ipynb under DIR into a gradebook.")
@@ -294,24 +322,36 @@ def _main(command, rest):
         parser.add_argument("--lms", action="append", choices=LMS, default=[],
                             help="also write the per-student table as this platform's gradebook import "
                                  "(canvas.csv, moodle.csv); may be given twice")
+        parser.add_argument("--roster", metavar="FILE",
+                            help="the platform's own export (Canvas's gradebook export, Moodle's grading "
+                                 "worksheet): its ids fill the LMS files, its students are matched to the class's")
+        parser.add_argument("--exercises", help="the exercises of the assignment, e.g. 1,3,5 (default: all): only "
+                                                "they count; a file of another is graded and reported as outside")
         parser.add_argument("--allow-unconfined", action="store_true",
                             help="where the Linux process sandbox cannot run (macOS, Windows), grade each file as a "
                                  "plain process of yours, unconfined: only for files you trust (default: refuse; "
                                  "grade in the Docker image instead, docs/grading.md)")
         _limit_options(parser)
         args = parser.parse_args(rest)
+        try:
+            exercises = None if args.exercises is None else parse_exercises(args.exercises)
+        except ValueError as error:
+            return _fail(str(error))
         problem = sandbox_problem()
         if problem and not args.allow_unconfined:
             return _fail(f"grading other people's files needs the Linux process sandbox, and {problem}: grade in "
                          f"the project's Docker image ({DOCKER_GRADE}), or pass --allow-unconfined for files "
                          f"you trust")
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,
-                           lms=tuple(dict.fromkeys(args.lms)), confined=problem is None,
+                           lms=tuple(dict.fromkeys(args.lms)), confined=problem is None, roster=args.roster,
+                           exercises=exercises,
                            limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
     if command == "autograder":
         return _autograder(rest)
     if command == "release":
         return _release(rest)
+    if command == "collect":
+        return _collect(rest)
     parser = _Parser(prog="python -m tracks check",
                      description="Grade exercise solutions, each in its own process, as `grade` does.")
     parser.add_argument("files", nargs="+", help="solution files, .py or .ipynb (EXERCISE = N inside)")

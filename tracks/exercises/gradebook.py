@@ -6,11 +6,19 @@ OUT holds:
 - students.csv: one row per student, one column per exercise (points earned / possible, or
   `missing`), the total, and which file counted where there were several (students.py);
 - feedback/<student>.md: each of the student's exercises with its verdicts and hints;
-- canvas.csv, moodle.csv with `--lms`: students.csv as the platform's gradebook import takes it;
+- canvas.csv, moodle.csv with `--lms`: students.csv as the platform's gradebook import takes it
+  (with `--roster`, the platform's own ids: platforms.py);
+- moodle_feedback.zip for a class collected from Moodle: the feedback as Moodle's feedback-files import
+  takes it;
 - grades.json: the same reports in full (details, hints), the seed and the limits;
 - summary.md and checks.png: how many files passed each check, and for
   each exercise the most common failure with its hint;
 - logs/<file>/stdout.txt and stderr.txt: what each file printed.
+
+With `--exercises 1,3,5` (an assignment of some exercises) totals, students.csv, the feedback and the LMS
+files count those exercises only; a file of another exercise is graded and reported as outside the assignment
+(grades.csv's `assignment` column, the student's feedback and other files, summary.md), never counted. A class
+written by `collect` (collected.csv) gives each file's late marker, kept in grades.csv and students.csv.
 
 Interrupted (Ctrl-C, SIGTERM), a grading ends every file's processes and keeps
 the files graded to the end in grades.csv, grades.json and summary.md, which
@@ -31,8 +39,11 @@ from tracks.common.run_command import interruption, signals_held, take_interrupt
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.exercise import required
 from tracks.exercises.reports import GradingInterrupted, grade_files, student_of
-from tracks.exercises.students import (Scores, ScoresError, read_scores, student_rows, write_feedback,
-                                       write_lms_csv, write_students_csv)
+from tracks.exercises.collect import CollectError, read_collected
+from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, read_roster, write_lms_csv,
+                                        write_moodle_feedback)
+from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,
+                                       write_students_csv)
 from tracks.exercises.submissions import SUFFIXES
 
 
@@ -56,12 +67,19 @@ def columns(reports):
             for number in present for spec in BY_NUMBER[number].checks]
 
 
-def write_csv(path, rows, reports):
+def assignment_cell(report, exercises=None):
+    """grades.csv's `assignment`: "in" for a file of an assigned exercise, "outside" for another exercise's
+    (graded, never counted), "" for a file that is no exercise."""
+    number = exercise_of(report)
+    return "" if number is None else "in" if exercises is None or number in exercises else "outside"
+
+
+def write_csv(path, rows, reports, exercises=None):
     header = columns(reports)
-    with open(path, "w", newline="") as handle:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["student", "file", "exercise", *(name for _, _, name in header), "total", "reason",
-                         "notes"])
+                         "notes", "late", "assignment"])
         for row, report in zip(rows, reports):
             results = checks_by_key(report)
             cells = [("pass" if results[key]["passed"] else "fail") if number == report["exercise"] else ""
@@ -69,7 +87,8 @@ def write_csv(path, rows, reports):
             checks = required(report["checks"])  # the total counts what a file must pass
             passed = sum(check["passed"] for check in checks)
             writer.writerow([row["student"], row["file"], report["exercise"] or "", *cells,
-                             f"{passed}/{len(checks)}", report["reason"], "; ".join(report.get("notes", []))])
+                             f"{passed}/{len(checks)}", report["reason"], "; ".join(report.get("notes", [])),
+                             row.get("late", ""), assignment_cell(report, exercises)])
 
 
 def tally(reports):
@@ -116,8 +135,23 @@ def confinement_line(reports):
             f"can, reach the network and signal the grader. Grade in a container (docs/grading.md).")
 
 
-def write_summary(path, figure, reports, seed, limits, seconds, partial=None):
-    """summary.md; `partial`: a sentence that says the gradebook is partial, first, or None."""
+def assignment_lines(reports, exercises):
+    """summary.md's sentences on an assignment of some exercises: what counts, and the files outside it."""
+    if exercises is None:
+        return []
+    others = [report for report in reports if assignment_cell(report, exercises) == "outside"]
+    lines = [f"The assignment is exercises {', '.join(map(str, exercises))} (--exercises): the totals, "
+             f"students.csv, the feedback and the LMS files count these only."]
+    if others:
+        lines[0] += (f" {len(others)} file{'s' * (len(others) != 1)} of other exercises, graded and not "
+                     f"counted (outside the assignment): "
+                     + ", ".join(f"{r['file']} (exercise {exercise_of(r)})" for r in others) + ".")
+    return lines + [""]
+
+
+def write_summary(path, figure, reports, seed, limits, seconds, partial=None, exercises=None, extra=()):
+    """summary.md; `partial`: a sentence that says the gradebook is partial, first, or None; `exercises`: the
+    assignment (None: every exercise); `extra`: paragraphs after the first lines (the roster's)."""
     summary = tally(reports)
     ungraded = [report for report in reports if not report["exercise"]]
     stopped = collections.Counter(report["reason"].split(":")[0] for report in reports
@@ -127,6 +161,8 @@ def write_summary(path, figure, reports, seed, limits, seconds, partial=None):
              f"{len(reports)} files, {sum(r['passed'] for r in reports)} passed every required check; seed {seed}; "
              f"limits {limits.seconds:g} s and {limits.memory_gb:g} GiB per file; graded in {seconds:.0f} s.", ""]
     lines += [confinement_line(reports), ""]
+    lines += assignment_lines(reports, exercises)
+    lines += [line for paragraph in extra for line in (paragraph, "")]
     if stopped:
         lines += ["Files that did not run to the end: " + ", ".join(f"{n} {why}" for why, n in stopped.most_common())
                   + " (grades.csv's reason column says which).", ""]
@@ -134,7 +170,8 @@ def write_summary(path, figure, reports, seed, limits, seconds, partial=None):
         lines += [f"{len(ungraded)} files are no exercise (no EXERCISE = N line, or a syntax error).", ""]
     lines += [f"![How many files passed each check]({figure.name})", ""]
     for number, entry in summary.items():
-        lines += [f"## Exercise {number}: {BY_NUMBER[number].title}", "",
+        beyond = " (outside the assignment: graded, not counted)" if exercises and number not in exercises else ""
+        lines += [f"## Exercise {number}: {BY_NUMBER[number].title}{beyond}", "",
                   f"{entry['passed']} of {entry['files']} files passed every required check"
                   + (" (an optional extra is graded in a column of its own, not needed to pass)."
                      if any(spec.optional for spec in BY_NUMBER[number].checks) else "."), "",
@@ -200,13 +237,16 @@ def write_partial(out, files, folder, done, seed, limits, jobs, seconds):
                           f"grade the class again for them.")
 
 
-def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), confined=True):
+def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), confined=True, roster=None,
+                exercises=None):
     """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input,
     130 or 143 when interrupted (a partial gradebook, `write_partial`).
 
     `scores`: a scores file (TOML or JSON, `students.read_scores`) or None for a point per check; `lms`:
-    the platforms whose import files are written too (`students.LMS`); `confined=False`: every file as a
-    plain process (sandbox.run_unconfined), where the process sandbox cannot run.
+    the platforms whose import files are written too (`platforms.LMS`); `confined=False`: every file as a
+    plain process (sandbox.run_unconfined), where the process sandbox cannot run; `roster`: the platform's
+    export the students are matched to (`platforms.read_roster`), or None; `exercises`: the assignment's
+    exercise numbers, or None for every exercise.
     """
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
@@ -220,11 +260,14 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
         return _fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
     try:
         scores = Scores() if scores is None else read_scores(scores)
-    except ScoresError as error:
+        collected = read_collected(folder)
+        roster = None if roster is None else read_roster(roster)
+    except (ScoresError, CollectError, RosterError) as error:
         return _fail(str(error))
     out.mkdir(parents=True, exist_ok=True)
     seed = secrets.randbelow(2**31) if seed is None else seed
-    print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}", file=sys.stderr, flush=True)
+    print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}"
+          + (f", exercises {', '.join(map(str, exercises))}" if exercises else ""), file=sys.stderr, flush=True)
     started = time.monotonic()
     try:
         reports = grade_files(files, seed=seed, limits=limits, out=out, jobs=jobs, root=folder, confined=confined)
@@ -238,32 +281,72 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
               f"was ended", file=sys.stderr, flush=True)
         return code
     seconds = time.monotonic() - started
-    rows = [{"student": student_of(path, folder), "file": str(path.relative_to(folder))} for path in files]
+    rows = [{"student": student_of(path, folder), "file": path.relative_to(folder).as_posix()} for path in files]
+    matched = None if roster is None else match(roster, sorted({row["student"] for row in rows}), collected)
+    late = lateness(rows, collected, matched)
     for row, report in zip(rows, reports):
-        report.update(student=row["student"], file=row["file"])
+        report.update(student=row["student"], file=row["file"], late=row["late"],
+                      assignment=assignment_cell(report, exercises))
     with signals_held():  # every file is graded: the gradebook is written whole
-        students = write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds)
-    written = ["grades.csv", "students.csv", "feedback/", *(f"{platform}.csv" for platform in lms), "grades.json",
-               "summary.md", "checks.png"]
-    print(f"wrote {out}/{', '.join(written)}: {sum(r['passed'] for r in reports)} of {len(reports)} files "
-          f"passed every required check, {len(students)} students ({seconds:.0f} s)", file=sys.stderr, flush=True)
+        written = write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds,
+                                  exercises=exercises, matched=matched, collected=collected, late=late)
+    for line in matched.lines() if matched else []:
+        print(line, file=sys.stderr, flush=True)
+    print(f"wrote {out}/{', '.join(written['files'])}: {sum(r['passed'] for r in reports)} of {len(reports)} "
+          f"files passed every required check, {len(written['students'])} students ({seconds:.0f} s)",
+          file=sys.stderr, flush=True)
     return 0
 
 
-def write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds):
-    """Every file of a whole class's gradebook (the module's docstring); returns the students' rows."""
-    write_csv(out / "grades.csv", rows, reports)
-    students = student_rows(reports, scores)
-    write_students_csv(out / "students.csv", students)
-    write_feedback(out / "feedback", reports, scores)
+def lateness(rows, collected, matched):
+    """Each row's `late` ("yes", "no" or "": nothing says) from collected.csv, else from the roster (Moodle's
+    Status); returns {student: "yes" when a file was late, "no" when none was and one is known, else ""}."""
+    for row in rows:
+        known = collected.late.get(row["file"], "") if collected else ""
+        person = matched.people.get(row["student"]) if matched else None
+        row["late"] = known or (person.late if person else "")
+    students = {}
+    for row in rows:
+        marks = students.setdefault(row["student"], set())
+        marks.add(row["late"])
+    return {student: "yes" if "yes" in marks else "no" if "no" in marks else "" for student, marks in students.items()}
+
+
+def roster_paragraphs(matched):
+    """summary.md's part on the roster: how the students were matched, who was not."""
+    if matched is None:
+        return []
+    lines = matched.lines()
+    return [f"Roster: {lines[0].removeprefix('roster ')}."] + [f"{line[0].upper()}{line[1:]}." for line in lines[1:]]
+
+
+def write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds, *, exercises=None, matched=None,
+                    collected=None, late=None):
+    """Every file of a whole class's gradebook (the module's docstring); returns {"files": the names written,
+    "students": students.csv's rows}."""
+    names = ["grades.csv", "students.csv", "feedback/"]
+    write_csv(out / "grades.csv", rows, reports, exercises)
+    students = student_rows(reports, scores, exercises, late)
+    write_students_csv(out / "students.csv", students, exercises)
+    feedback = write_feedback(out / "feedback", reports, scores, exercises)
     for platform in lms:
-        write_lms_csv(out / f"{platform}.csv", platform, students, scores)
+        write_lms_csv(out / f"{platform}.csv", platform, students, scores, exercises, matched)
+        names.append(f"{platform}.csv")
+    if collected and any(layout == "moodle" for _, _, layout in collected.students.values()):
+        write_moodle_feedback(out / MOODLE_FEEDBACK, feedback, collected)
+        names.append(MOODLE_FEEDBACK)
+    roster = None if matched is None else {
+        "source": matched.roster.source, "platform": matched.roster.platform, "matched_by_name": matched.by_name,
+        "not_in_roster": matched.lacking, "no_submission": [person.name for person in matched.absent]}
     (out / "grades.json").write_text(json.dumps(
         {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
-         "seconds": round(seconds, 1), "scores": scores.source, "files": reports}, indent=1))
+         "seconds": round(seconds, 1), "scores": scores.source, "exercises": exercises, "roster": roster,
+         "files": reports}, indent=1))
     plot(out / "checks.png", reports)
-    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds)
-    return students
+    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds, exercises=exercises,
+                  extra=roster_paragraphs(matched))
+    return {"files": [*names, "grades.json", "summary.md", "checks.png"], "students": students}
 
 
-__all__ = ["class_files", "columns", "grade_class", "plot", "tally", "write_csv", "write_summary"]
+__all__ = ["assignment_cell", "class_files", "columns", "grade_class", "lateness", "plot", "tally", "write_csv",
+           "write_summary"]

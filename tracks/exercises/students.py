@@ -118,11 +118,17 @@ class Entry:
         return max(sorted(self.reports, key=lambda r: r["file"]), key=scores.earned)
 
 
+def exercise_of(report):
+    """The exercise a file's grade counts for: the one it was graded as, else the one its text or its name says
+    (a file that cannot be graded), else None."""
+    return report["exercise"] or report.get("claimed") or _named_exercise(report["file"])
+
+
 def by_student(reports):
     """{student: {exercise number: Entry}} and {student: [reports of files that are no exercise]}, sorted."""
     students, unassigned = {}, {}
     for report in sorted(reports, key=lambda r: (r["student"], r["file"])):
-        number = report["exercise"] or report.get("claimed") or _named_exercise(report["file"])
+        number = exercise_of(report)
         students.setdefault(report["student"], {})
         if number is None:
             unassigned.setdefault(report["student"], []).append(report)
@@ -135,8 +141,20 @@ def _points(value):
     return f"{value:g}"
 
 
-def student_rows(reports, scores, exercises=None):
-    """[{column: value}] of students.csv: one row per student, a cell per exercise, the total."""
+def outside(entries, exercises):
+    """[(number, Entry)] of a student's exercises that are not part of the assignment `exercises`."""
+    return [(number, entry) for number, entry in sorted(entries.items()) if number not in exercises]
+
+
+def _outside_words(report, exercises):
+    return (f"{report['file']} (exercise {exercise_of(report)}: outside the assignment of exercises "
+            f"{', '.join(map(str, exercises))})")
+
+
+def student_rows(reports, scores, exercises=None, late=None):
+    """[{column: value}] of students.csv: one row per student, a cell per exercise of the assignment, the total,
+    the files that counted, the other files (no exercise, or an exercise outside the assignment: graded, never
+    counted) and whether the student was late (`late`: {student: "yes", "no" or ""}; "" where nothing says)."""
     exercises = exercises or [exercise.number for exercise in EXERCISES]
     students, unassigned = by_student(reports)
     rows = []
@@ -155,16 +173,20 @@ def student_rows(reports, scores, exercises=None):
                 counted.append(f"ex{number}: {best['file']} (best of {len(entry.reports)})")
         row["total"] = f"{_points(earned)}/{_points(sum(scores.possible(n) for n in exercises))}"
         row["counted"] = "; ".join(counted)
-        row["other files"] = "; ".join(report["file"] for report in unassigned.get(student, []))
+        others = [report["file"] for report in unassigned.get(student, [])]
+        others += [_outside_words(report, exercises) for _, entry in outside(entries, exercises)
+                   for report in sorted(entry.reports, key=lambda r: r["file"])]
+        row["other files"] = "; ".join(others)
+        row["late"] = (late or {}).get(student, "")
         rows.append(row)
     return rows
 
 
 def write_students_csv(path, rows, exercises=None):
     exercises = exercises or [exercise.number for exercise in EXERCISES]
-    with open(path, "w", newline="") as handle:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, ["student", *(f"ex{n}" for n in exercises), "total", "counted",
-                                         "other files"])
+                                         "other files", "late"])
         writer.writeheader()
         writer.writerows(rows)
 
@@ -178,13 +200,25 @@ def _check_line(check, points):
     return line
 
 
+def _verdicts(report, number, scores, heading):
+    """A file's part of the feedback: its heading, each check's verdict, why it stopped, its notes."""
+    lines = [heading, ""]
+    lines += [_check_line(check, scores.of(number, key)) for key, check in checks_by_key(report).items()]
+    if report["reason"] and not report["reason"][0].isdigit():
+        lines += ["", f"Why it stopped: {report['reason']}"]
+    lines += [f"- note: {note}" for note in report.get("notes", [])]
+    return lines + [""]
+
+
 def feedback(student, entries, others, scores, exercises=None):
-    """The text a student is sent: each exercise with its verdicts and hints, what was missing."""
-    exercises = exercises or [exercise.number for exercise in EXERCISES]
-    total = sum(scores.earned(entries[n].counted(scores)) for n in exercises if n in entries)
-    possible = sum(scores.possible(n) for n in exercises)
-    lines = [f"# Feedback for {student}", "", f"Total: {_points(total)} of {_points(possible)} points.", ""]
-    for number in exercises:
+    """The text a student is sent: each exercise of the assignment with its verdicts and hints, what was
+    missing, and the files of other exercises, graded and not counted."""
+    assignment = exercises or [exercise.number for exercise in EXERCISES]
+    total = sum(scores.earned(entries[n].counted(scores)) for n in assignment if n in entries)
+    possible = sum(scores.possible(n) for n in assignment)
+    lines = [f"# Feedback for {student}", "", f"Total: {_points(total)} of {_points(possible)} points"
+             + (f" (exercises {', '.join(map(str, assignment))})." if exercises else "."), ""]
+    for number in assignment:
         exercise = BY_NUMBER[number]
         lines += [f"## Exercise {number}: {exercise.title}", ""]
         entry = entries.get(number)
@@ -194,16 +228,18 @@ def feedback(student, entries, others, scores, exercises=None):
             continue
         best = entry.counted(scores)
         for report in sorted(entry.reports, key=lambda r: r["file"]):
-            earned = scores.earned(report)
-            heading = f"`{report['file']}`: {_points(earned)} of {_points(scores.possible(number))} points"
+            heading = (f"`{report['file']}`: {_points(scores.earned(report))} of "
+                       f"{_points(scores.possible(number))} points")
             if len(entry.reports) > 1:
                 heading += " (counted: the best of your files)" if report is best else " (not counted)"
-            lines += [heading, ""]
-            lines += [_check_line(check, scores.of(number, key)) for key, check in checks_by_key(report).items()]
-            if report["reason"] and not report["reason"][0].isdigit():
-                lines += ["", f"Why it stopped: {report['reason']}"]
-            lines += [f"- note: {note}" for note in report.get("notes", [])]
-            lines.append("")
+            lines += _verdicts(report, number, scores, heading)
+    for number, entry in outside(entries, assignment):
+        lines += [f"## Exercise {number}: {BY_NUMBER[number].title} (outside this assignment)", "",
+                  f"This assignment is exercises {', '.join(map(str, assignment))}: your file for exercise "
+                  f"{number} was graded, and its points are not counted.", ""]
+        for report in sorted(entry.reports, key=lambda r: r["file"]):
+            lines += _verdicts(report, number, scores, f"`{report['file']}`: {_points(scores.earned(report))} "
+                                                       f"of {_points(scores.possible(number))} points, not counted")
     for report in others:
         lines += [f"## `{report['file']}`: not graded", "", report["reason"], ""]
         lines += [f"- hint: {check['hint']}" for check in report["checks"] if check.get("hint")]
@@ -212,15 +248,16 @@ def feedback(student, entries, others, scores, exercises=None):
 
 
 def write_feedback(folder, reports, scores, exercises=None):
-    """feedback/<student>.md for every student; returns the paths written."""
+    """feedback/<student>.md for every student; returns {student: the path written}."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     students, unassigned = by_student(reports)
-    written = []
+    written = {}
     for student, entries in students.items():
         path = folder / f"{_safe_name(student)}.md"
-        path.write_text(feedback(student, entries, unassigned.get(student, []), scores, exercises))
-        written.append(path)
+        path.write_text(feedback(student, entries, unassigned.get(student, []), scores, exercises),
+                        encoding="utf-8")
+        written[student] = path
     return written
 
 
@@ -229,44 +266,5 @@ def _safe_name(student):
     return re.sub(r"[^\w.@+-]", "_", student) or "_"
 
 
-# The learning platforms' gradebook imports -------------------------------------------------------
-
-LMS = ("canvas", "moodle")
-
-
-def _assignment(number):
-    return f"Exercise {number}: {BY_NUMBER[number].title}"
-
-
-def write_lms_csv(path, platform, rows, scores, exercises=None):
-    """`platform`'s gradebook import file from students.csv's rows (docs/grading.md: the layout and its source).
-
-    canvas: Student, ID, SIS User ID, SIS Login ID, Section, then one column per exercise, with a
-    "Points Possible" row first; the student's folder name is written as Student and SIS Login ID. moodle:
-    Username, then one column per exercise (points); the import maps Username to the user field of that
-    name. A missing exercise is left empty: the platform's own rule for no submission applies.
-    """
-    exercises = exercises or [exercise.number for exercise in EXERCISES]
-
-    def earned(row, number):
-        cell = row[f"ex{number}"]
-        return "" if cell == MISSING else cell.split("/")[0]
-
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        if platform == "canvas":
-            writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
-                             *(_assignment(n) for n in exercises)])
-            writer.writerow(["Points Possible", "", "", "", "", *(_points(scores.possible(n)) for n in exercises)])
-            for row in rows:
-                writer.writerow([row["student"], "", "", row["student"], "", *(earned(row, n) for n in exercises)])
-        elif platform == "moodle":
-            writer.writerow(["Username", *(_assignment(n) for n in exercises)])
-            for row in rows:
-                writer.writerow([row["student"], *(earned(row, n) for n in exercises)])
-        else:
-            raise ValueError(f"no platform {platform!r}; there are {', '.join(LMS)}")
-
-
-__all__ = ["LMS", "MISSING", "Scores", "ScoresError", "by_student", "feedback", "read_scores", "student_rows",
-           "write_feedback", "write_lms_csv", "write_students_csv"]
+__all__ = ["MISSING", "Scores", "ScoresError", "by_student", "exercise_of", "feedback", "outside", "read_scores",
+           "student_rows", "write_feedback", "write_students_csv"]
