@@ -180,16 +180,21 @@ def test_a_distractor_is_a_piece_of_another_class_never_of_the_images_own(monkey
         assert 0.35 < changed.mean() < 0.65  # a random half of the images
 
 
-def test_the_nonorm_preset_keeps_the_fully_painted_set_and_the_others_the_calibrated_one():
+def test_each_preset_has_the_synthetic_set_chosen_for_it():
     from tracks.vision.presets import PRESETS, VisionConfig
 
     assert PRESETS["nonorm"].synthetic_faintest == 1.0  # the set its five seeds were measured on (issue 41)
-    assert PRESETS["quick"].synthetic_faintest == PRESETS["class"].synthetic_faintest == vision_data.FAINTEST_OBJECT
+    assert PRESETS["nonorm"].synthetic_distractors == 0
+    assert PRESETS["class"].synthetic_faintest == vision_data.FAINTEST_OBJECT  # calibrated for it (issue 53)
+    assert PRESETS["class"].synthetic_distractors == 0
+    # The quick preset: every object painted, 4 distractors in half the images (issue 66).
+    assert (PRESETS["quick"].synthetic_faintest, PRESETS["quick"].synthetic_distractors) == (1.0, 4)
     assert VisionConfig().synthetic_faintest == vision_data.FAINTEST_OBJECT  # one default, in two modules
+    assert VisionConfig().synthetic_distractors == 0
     # The summary's data line says which set a synthetic run had.
     from tracks.vision.report import synthetic_note
 
-    assert synthetic_note(PRESETS["quick"], "synthetic") == (
+    assert synthetic_note(PRESETS["class"], "synthetic") == (
         f"; half the objects faint, down to opacity {vision_data.FAINTEST_OBJECT:g}")
     assert synthetic_note(PRESETS["nonorm"], "synthetic") == "; every object fully painted"
     assert synthetic_note(PRESETS["quick"], "cifar10") == ""
