@@ -484,3 +484,12 @@ def test_a_member_the_zip_cannot_give_is_listed_and_the_others_collected(tmp_pat
                                                                                      "ex5_bounds.py"]
     row = next(r for r in rows(tmp_path / "class" / "collected.csv") if r["source"] == "doejane_12345_2_broken.py")
     assert row["student"] == "" and row["file"] == ""
+
+
+def test_collect_refuses_an_out_inside_an_unpacked_download(tmp_path, capsys):
+    download = tmp_path / "download"
+    download.mkdir()
+    (download / "doejane_12345_1_ex5_bounds.py").write_bytes(RIGHT5)
+    code, _, err = run_cli(tracks_main, ["collect", download, "--out", download / "class"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is inside the download" in err
+    assert [p.name for p in download.iterdir()] == ["doejane_12345_1_ex5_bounds.py"]

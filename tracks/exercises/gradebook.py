@@ -214,8 +214,9 @@ def plot(path, reports):
     plt.close(figure)
 
 
-def write_partial(out, files, folder, done, seed, limits, jobs, seconds):
-    """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial."""
+def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercises=None):
+    """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial;
+    `exercises`: the assignment, as in `grade_class`."""
     graded = sorted(done)
     reports = [done[index] for index in graded]
     rows = [{"student": student_of(files[index], folder), "file": str(files[index].relative_to(folder))}
@@ -225,13 +226,14 @@ def write_partial(out, files, folder, done, seed, limits, jobs, seconds):
     missing = [str(path.relative_to(folder)) for index, path in enumerate(files) if index not in done]
     for path in missing:  # the logs of a file cut short: its report was not kept
         shutil.rmtree(out / "logs" / pathlib.Path(path).with_suffix(""), ignore_errors=True)
-    write_csv(out / "grades.csv", rows, reports)
+    write_csv(out / "grades.csv", rows, reports, exercises)
     (out / "grades.json").write_text(json.dumps(
         {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
-         "seconds": round(seconds, 1), "partial": True, "not_graded": missing, "files": reports}, indent=1))
+         "seconds": round(seconds, 1), "partial": True, "exercises": exercises, "not_graded": missing,
+         "files": reports}, indent=1))
     if reports:
         plot(out / "checks.png", reports)
-    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds,
+    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds, exercises=exercises,
                   partial=f"**Partial: the grading was interrupted after {len(reports)} of {len(files)} files.** "
                           f"Not graded: {', '.join(missing)}. No students.csv, feedback or LMS file was written; "
                           f"grade the class again for them.")
@@ -274,7 +276,8 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
     except GradingInterrupted as stopped:
         with signals_held():
             take_interruption()
-            write_partial(out, files, folder, stopped.reports, seed, limits, jobs, time.monotonic() - started)
+            write_partial(out, files, folder, stopped.reports, seed, limits, jobs, time.monotonic() - started,
+                          exercises)
         word, code = interruption(stopped.cause)
         print(f"{word}: {len(stopped.reports)} of {len(files)} files graded, kept in {out}/grades.csv, grades.json "
               f"and summary.md, marked partial (no students.csv, feedback or LMS file); every file's process "
