@@ -68,14 +68,15 @@ class TransformerBlock(BlockLayer):
       `RZTXEncoderLayer`); at initialisation the block is exactly the identity.
       `norm_position` is ignored.
 
-    `attention_branch(x)` and `feedforward_branch(x)` return what each sublayer
-    writes into the stream: `F(LN(x))` for pre (residual or plain), `F(x)` for
-    post before the addition and LN (residual or plain), `alpha * F(x)` for
-    ReZero. They do not depend on `residual`, so a block and its plain twin
-    with the same weights have the same branches. `call` writes the two
-    additions, as the equations above; `residual_steps` lists them for the
-    instruments: two steps, each `post(x + branch(x))` with `post` the
-    sublayer's LayerNorm for Post-LN and nothing otherwise.
+    `call` writes the equations above line by line: for each sublayer, the
+    LayerNorm before it (Pre-LN), the addition (with ReZero's alpha), the
+    LayerNorm after the addition (Post-LN). `attention_branch(x)` and
+    `feedforward_branch(x)` return what each sublayer writes into the stream:
+    `F(LN(x))` for pre, `F(x)` for post (before the addition and LN),
+    `alpha * F(x)` for ReZero; they do not depend on `residual`, so a block
+    and its plain twin with the same weights have the same branches.
+    `residual_steps` lists the two additions for the instruments, each
+    `post(x + branch(x))` with `post` the sublayer's LayerNorm for Post-LN.
 
     Dropout (`dropout > 0`, training only) is applied to the attention
     probabilities and to the output of each sublayer before it joins the
@@ -220,11 +221,6 @@ class TransformerBlock(BlockLayer):
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
         self.supports_masking = True
 
-    @property
-    def uses_layer_norm(self):
-        """False for ReZero, which has no LayerNorm; True otherwise."""
-        return not self.rezero
-
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
             raise ValueError(
@@ -265,7 +261,7 @@ class TransformerBlock(BlockLayer):
 
         self.attention_norm = None
         self.feedforward_norm = None
-        if self.uses_layer_norm:
+        if not self.rezero:  # ReZero has no LayerNorm
             self.attention_norm = layer_norm("attention_norm")
             self.feedforward_norm = layer_norm("feedforward_norm")
 
@@ -297,19 +293,19 @@ class TransformerBlock(BlockLayer):
                 name="rezero_alpha", shape=(), initializer="zeros", trainable=True
             )
 
-    def _allowed(self, x, padding_mask=None, attention_mask=None):
-        """(B or 1, T, T) booleans: which keys each query may attend to, or None for all."""
-        return allowed_keys(ops.shape(x)[1], self.causal, padding_mask, attention_mask)
+    def _self_attention(self, x, training=None, padding_mask=None, attention_mask=None, mask=None,
+                        need_scores=False):
+        """Multi-head self-attention F(x), no norm, no scalar: (output, the attention probabilities or None).
 
-    def _self_attention(self, x, allowed=None, training=None, need_scores=False, only_causal=False):
-        """Multi-head self-attention F(x), without any norm or scalar: (output, scores or None).
-
-        `allowed` is what `_allowed` returns, `only_causal` True when it is the
-        causal mask alone; `need_scores` forces the reference path, which alone
-        returns the attention probabilities.
+        The masks as in `call`; `need_scores` takes the reference path, which
+        alone returns the probabilities.
         """
+        if padding_mask is None and mask is not None:
+            padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
+        only_causal = padding_mask is None and attention_mask is None
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         heads, head_dim = self.num_heads, self.head_dim
+        allowed = allowed_keys(length, self.causal, padding_mask, attention_mask)  # (B or 1, T, T), or None
 
         query, key, value = ops.split(self.attention_qkv(x), 3, axis=-1)  # (B, T, H D) each
         query = ops.reshape(query, (batch, length, heads, head_dim))  # (B, T, H, D)
@@ -329,60 +325,47 @@ class TransformerBlock(BlockLayer):
         out = self.feedforward_output(self.feedforward_intermediate(x))
         return self.feedforward_output_dropout(out, training=training)
 
-    def _sublayer_input(self, x, norm):
-        """What a sublayer reads: LN(x) for Pre-LN, x for Post-LN and ReZero."""
-        return norm(x) if self.norm_position == "pre" and self.uses_layer_norm else x
-
-    def _scaled(self, update):
-        """alpha * F(x) for ReZero, F(x) otherwise."""
-        if self.rezero:
-            return ops.cast(self.rezero_alpha, update.dtype) * update
-        return update
-
-    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None, mask=None,
-                         return_attention_scores=False):
-        """What the attention sublayer writes into the stream.
-
-        `F(LN(x))` (pre), `F(x)` (post, before the addition and LN) or
-        `alpha * F(x)` (ReZero), for a built block and x of shape (B, T, C);
-        the masks as in `call`. With `return_attention_scores`, the pair
-        (update, the attention probabilities (B, H, T, T)).
-        """
-        if padding_mask is None and mask is not None:
-            padding_mask = mask  # a Keras mask from Embedding(mask_zero=True)
-        allowed = self._allowed(x, padding_mask, attention_mask)
-        update, scores = self._self_attention(
-            self._sublayer_input(x, self.attention_norm), allowed, training, need_scores=return_attention_scores,
-            only_causal=padding_mask is None and attention_mask is None)
-        update = self._scaled(update)
-        return (update, scores) if return_attention_scores else update
-
-    def feedforward_branch(self, x, training=None):
-        """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
-        return self._scaled(self._feedforward(self._sublayer_input(x, self.feedforward_norm), training))
+    def _rezero(self, update):
+        """ReZero's `alpha * F(x)` (alpha starts at 0); `F(x)` itself in a block without ReZero."""
+        return ops.cast(self.rezero_alpha, update.dtype) * update if self.rezero else update
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None, padding_mask: Optional[ArrayLike] = None,
              attention_mask: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
              return_attention_scores: bool = False, **other_names: Any) -> Any:
         self._refuse_other_names(other_names)
-        post_ln = self.norm_position == "post" and self.uses_layer_norm
+        pre_ln = self.norm_position == "pre" and not self.rezero  # ReZero has no LayerNorm
+        post_ln = self.norm_position == "post" and not self.rezero
         x = inputs  # (B, T, C): the residual stream
 
-        # Attention: F(LN(x)) (Pre-LN), F(x) (Post-LN) or alpha * F(x) (ReZero), written into the stream
-        update = self.attention_branch(x, training, padding_mask, attention_mask, mask, return_attention_scores)
-        if return_attention_scores:
-            update, scores = update  # (B, T, C), (B, H, T, T)
-        x = x + update if self.residual else update  # the residual connection (plain twin: no addition)
+        # Attention: x + F(LN(x)) (Pre-LN), LN(x + F(x)) (Post-LN), x + alpha F(x) (ReZero)
+        h = self.attention_norm(x) if pre_ln else x  # Pre-LN: the LayerNorm before the sublayer
+        update, scores = self._self_attention(h, training, padding_mask, attention_mask, mask, return_attention_scores)
+        x = x + self._rezero(update) if self.residual else update  # the residual connection (plain twin: none)
         if post_ln:
-            x = self.attention_norm(x)  # Post-LN: x = LN(x + F(x))
+            x = self.attention_norm(x)  # Post-LN: the LayerNorm after the addition
 
         # Feed-forward, the same way
-        update = self.feedforward_branch(x, training)
-        x = x + update if self.residual else update
+        h = self.feedforward_norm(x) if pre_ln else x
+        update = self._feedforward(h, training)
+        x = x + self._rezero(update) if self.residual else update
         if post_ln:
             x = self.feedforward_norm(x)
 
-        return (x, scores) if return_attention_scores else x
+        return (x, scores) if return_attention_scores else x  # scores: (B, H, T, T)
+
+    def attention_branch(self, x, training=None, padding_mask=None, attention_mask=None, mask=None):
+        """What the attention sublayer writes into the stream in `call`, the masks as there.
+
+        `F(LN(x))` (Pre-LN), `F(x)` (Post-LN, before the addition and its
+        LN) or `alpha * F(x)` (ReZero), for a built block and x (B, T, C).
+        """
+        h = self.attention_norm(x) if self.norm_position == "pre" and not self.rezero else x
+        return self._rezero(self._self_attention(h, training, padding_mask, attention_mask, mask)[0])
+
+    def feedforward_branch(self, x, training=None):
+        """What the feed-forward sublayer writes into the stream (as `attention_branch`)."""
+        h = self.feedforward_norm(x) if self.norm_position == "pre" and not self.rezero else x
+        return self._rezero(self._feedforward(h, training))
 
     def residual_steps(self, training: Optional[bool] = False, padding_mask: Optional[ArrayLike] = None,
                        attention_mask: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
@@ -398,7 +381,7 @@ class TransformerBlock(BlockLayer):
         """
         self._refuse_other_names(other_names)
         shortcut = identity if self.residual else None  # the residual connection (plain twin: none)
-        post_ln = self.norm_position == "post" and self.uses_layer_norm
+        post_ln = self.norm_position == "post" and not self.rezero
         attention = functools.partial(self.attention_branch, training=training, padding_mask=padding_mask,
                                       attention_mask=attention_mask, mask=mask)
         feedforward = functools.partial(self.feedforward_branch, training=training)

@@ -4,7 +4,10 @@ Masks, returned scores, keras-hub's conventions and the fused attention
 path: tests/library/test_attention.py.
 """
 
+import ast
+import inspect
 import math
+import textwrap
 
 import numpy as np
 import pytest
@@ -67,6 +70,88 @@ def test_call_is_composed_from_the_two_branches(variant):
     assert block.norm_position == VARIANTS[variant].get("norm_position", "pre")
 
 
+# the lesson on the page: where each LayerNorm sits is a line of `call` -----------------------------------------
+
+
+def _arrangements_shown(source):
+    """What `source` (a block's `call`) leaves out of the two arrangements: [] when it shows them all.
+
+    For each sublayer, in order: its LayerNorm on the stream under a Pre-LN
+    condition, then the sublayer, then ReZero's scale and the addition
+    `x + ...`, then its LayerNorm on the sum under a Post-LN condition.
+    """
+    function = ast.parse(textwrap.dedent(source)).body[0]
+    values = {target.id: ast.unparse(node.value) for node in ast.walk(function) if isinstance(node, ast.Assign)
+              for target in node.targets if isinstance(target, ast.Name)}  # `pre_ln = ...`: what a condition means
+    guards = {}  # id(node) -> the condition it runs under
+    for node in ast.walk(function):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            test = ast.unparse(node.test)
+            test = values.get(test, test)
+            for branch in ([node.body] if isinstance(node, ast.IfExp) else node.body):
+                for inner in ast.walk(branch):
+                    guards[id(inner)] = test  # ast.walk goes outside in: the innermost condition wins
+
+    def self_calls(wanted):
+        return [node for node in ast.walk(function) if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) == "self"
+                and wanted(node.func.attr)]
+
+    missing, previous_post = [], 0
+    for sublayer in ("attention", "feedforward"):
+        norm = f"{sublayer}_norm"
+        norms = self_calls(lambda name: name == norm)
+        pre = [node.lineno for node in norms if "'pre'" in guards.get(id(node), "")]
+        post = [node.lineno for node in norms if "'post'" in guards.get(id(node), "")]
+        runs = [node.lineno for node in self_calls(lambda name: sublayer in name and "norm" not in name)]
+        additions = [node.lineno for node in ast.walk(function) if isinstance(node, ast.BinOp)
+                     and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name)]
+        scales = [node.lineno for node in ast.walk(function) if isinstance(node, ast.Attribute) and "rezero" in node.attr]
+        if not pre or not runs or pre[0] <= previous_post or pre[0] >= runs[0]:
+            missing.append(f"Pre-LN: self.{norm}(x) before the {sublayer} sublayer")
+            continue
+        addition = next((line for line in additions if line >= runs[0]), None)
+        if addition is None:
+            missing.append(f"the addition x + ... after the {sublayer} sublayer")
+            continue
+        if not any(runs[0] <= line <= addition for line in scales):
+            missing.append(f"ReZero's scale on the {sublayer} sublayer's output")
+        after = [line for line in post if line > addition]
+        if not after:
+            missing.append(f"Post-LN: self.{norm}(x) after the {sublayer} addition")
+            continue
+        previous_post = after[0]
+    return missing
+
+
+def test_call_shows_both_arrangements_the_layer_norms_and_the_additions():
+    assert _arrangements_shown(inspect.getsource(TransformerBlock.call)) == []
+
+
+def test_a_call_that_hides_the_pre_ln_norm_in_a_helper_is_caught():
+    # the guard: the call before issue 68, Pre-LN's norm two calls down, in `attention_branch`
+    hidden = """
+    def call(self, inputs, training=None):
+        post_ln = self.norm_position == "post" and self.uses_layer_norm
+        x = inputs
+        update = self.attention_branch(x, training)
+        x = x + update if self.residual else update
+        if post_ln:
+            x = self.attention_norm(x)
+        update = self.feedforward_branch(x, training)
+        x = x + update if self.residual else update
+        if post_ln:
+            x = self.feedforward_norm(x)
+        return x
+    """
+    assert _arrangements_shown(hidden) == ["Pre-LN: self.attention_norm(x) before the attention sublayer",
+                                           "Pre-LN: self.feedforward_norm(x) before the feedforward sublayer"]
+    no_post = inspect.getsource(TransformerBlock.call).replace("if post_ln:", "if False:")
+    assert "Post-LN: self.attention_norm(x) after the attention addition" in _arrangements_shown(no_post)
+    no_rezero = inspect.getsource(TransformerBlock.call).replace("self._rezero(update)", "update")
+    assert "ReZero's scale on the feedforward sublayer's output" in _arrangements_shown(no_rezero)
+
+
 @pytest.mark.parametrize("norm_position", ["pre", "post"])
 def test_plain_twin_has_the_same_weights_and_branches(norm_position):
     residual = _built(norm_position=norm_position)
@@ -87,7 +172,7 @@ def test_plain_twin_has_the_same_weights_and_branches(norm_position):
         expected_plain = plain.feedforward_branch(branch)
         # The pre branches really contain the LayerNorm: F(LN(x)), not F(x).
         np.testing.assert_allclose(
-            attention, _numpy(residual._self_attention(ln1(x), residual._allowed(x))[0]), rtol=1e-6, atol=1e-6
+            attention, _numpy(residual._self_attention(ln1(x))[0]), rtol=1e-6, atol=1e-6
         )
     else:  # x = LN(x + F(x)) against x = LN(F(x))
         x1 = ln1(x + branch)
