@@ -563,7 +563,11 @@ def main(argv=None):
     if not args.seed:
         print("error: give --seed S (or --list)", file=sys.stderr)
         return 2
-    equivalents = read_equivalents(args.equivalents)
+    try:
+        equivalents = read_equivalents(args.equivalents)
+    except (OSError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
+        print(f"error: cannot use the equivalents file {args.equivalents}: {error}", file=sys.stderr)
+        return 2
     holes = 0
     for seed in args.seed:
         start = time.monotonic()

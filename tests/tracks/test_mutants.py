@@ -147,3 +147,16 @@ def test_every_mutant_of_the_solutions_is_killed_or_listed_as_equivalent(every_m
     stale = [f"{mutant.diff}: killed by {why}" for entry in scores.values() for mutant, why in entry.stale]
     assert not holes, "survived, and not in equivalent_mutants.toml:\n" + "\n".join(holes)
     assert not stale, "listed as equivalent, and killed:\n" + "\n".join(stale)
+
+
+def test_bad_input_is_refused_in_one_line_before_anything_is_graded(tmp_path, capsys):
+    broken = tmp_path / "equivalents.toml"
+    broken.write_text("[[equivalent]]\nmutant = 'a key'\n")  # no why
+    for argv, message in ((["--exercise", "9", "--seed", "1"], "no exercise 9"),
+                          (["--jobs", "0", "--seed", "1"], "must be >= 1"),
+                          ([], "give --seed S"),
+                          (["--seed", "1", "--equivalents", str(tmp_path / "missing.toml")], "No such file"),
+                          (["--seed", "1", "--equivalents", str(broken)], "needs a mutant and a why")):
+        assert mutants.main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (argv, err)
