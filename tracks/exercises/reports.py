@@ -116,7 +116,8 @@ def reason_for(run, limits, specs):
 
 
 def grade_file(path, *, seed, limits=Limits(), log_dir, site, confined=True, stop=None):
-    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running, notes}.
+    """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running,
+    peak_memory, peak_rss, notes}.
 
     `path`: a `.py` file or a notebook (its code cells, `submissions.py`); `notes`: what was dropped to make
     a notebook Python (its magics), one line each. A file that cannot be graded also has `claimed`: the
@@ -133,7 +134,7 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site, confined=True, sto
     log_dir.mkdir(parents=True, exist_ok=True)
     report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
               "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt"),
-              "confinement": None, "left_running": 0, "notes": []}
+              "confinement": None, "left_running": 0, "peak_memory": 0, "peak_rss": 0, "notes": []}
     submission = read_submission(path)
     report["notes"] = list(submission.notes)
     number, problem = exercise_number(submission)
@@ -159,7 +160,9 @@ def grade_file(path, *, seed, limits=Limits(), log_dir, site, confined=True, sto
     failed = [check for check in required(checks) if not check.passed]  # an optional extra is not needed
     if not reason and failed:
         reason = f"{len(failed)} of {len(required(checks))} checks failed, first: {failed[0].name}"
-    report.update(left_running=run.left_running)  # processes it left behind, killed after it
+    # processes it left behind (killed after it), and its memory: the tree's anonymous and shared memory at the
+    # largest poll, and the largest process's peak resident set (bytes; 0 where the file ran unconfined)
+    report.update(left_running=run.left_running, peak_memory=run.peak_memory, peak_rss=run.peak_rss)
     report.update(exercise=number, title=exercise.title, passed=not failed and not reason, reason=reason,
                   checks=[dataclasses.asdict(check) for check in checks],
                   seconds=round(time.monotonic() - started, 1))
