@@ -170,6 +170,8 @@ def test_the_drawn_sizes_tell_every_setting_apart_in_every_draw():
         lengths = {len(three["x"][0]), len(three["x"])}  # the block is built on x: its length and its batch
         assert width % heads == 0 and heads != width // heads, (seed, width, heads)  # heads vs key size
         assert width not in lengths | {hidden} and hidden != width // heads, (seed, three)
+        five = BY_NUMBER[5].inputs(seed)  # (eps - 1)^L is (1 - eps)^L at an even L: an odd and an even one
+        assert len(five["pairs"]) == 4 and {L % 2 for _, L in five["pairs"]} == {0, 1}, (seed, five["pairs"])
 
 
 def test_a_comparison_is_relative_at_any_magnitude():

@@ -69,6 +69,9 @@ def draw(rng):
     pairs = set()
     while len(pairs) < 4:
         pairs.add((round(float(rng.uniform(0.05, 0.6)), 3), int(rng.integers(3, 90))))
+    if len({L % 2 for _, L in pairs}) == 1:  # an odd L and an even one in every draw: (eps - 1)^L is (1 - eps)^L
+        eps, L = max(pairs)  # at an even L only (the new L has the other parity, so it meets no other pair)
+        pairs = (pairs - {(eps, L)}) | {(eps, L + 1 if L < 89 else L - 1)}
     first = int(rng.integers(2**30))
     return {"pairs": sorted(pairs), "eps": round(float(rng.uniform(0.1, 0.4)), 3), "L": int(rng.integers(20, 61)),
             "n": int(rng.integers(6, 17)), "seeds": [first, first + 1 + int(rng.integers(2**30))]}
@@ -112,6 +115,9 @@ def judge_bounds(inputs, value):
     elif _same(residual, expected[:, :2]) and (_same(got[:, 2], expected[:, 0]) or _same(got[:, 2], expected[:, 1])):
         hint = ("the plain stack has no identity term: its factors are the J's alone, each of norm at most eps, so "
                 "the product is at most eps^L")
+    elif np.any(got < 0):
+        hint = ("a bound below 0 (at an odd L?): a stretch is never negative, and 1 - eps > 0 is the least a factor "
+                "stretches by: (1 - eps)^L, not (eps - 1)^L")
     else:
         hint = ("each residual factor I + J stretches a vector by a factor in [1 - eps, 1 + eps]; a plain one by at "
                 "most eps")
