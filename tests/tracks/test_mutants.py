@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from scripts import mutants
+from scripts import mutant_operators, mutants
 
 pytestmark = pytest.mark.no_keras_reset  # nothing here builds a model: the grader's processes do
 
@@ -73,9 +73,9 @@ def f(a, b, scale):
 def test_every_operator_the_docstring_names_makes_mutants(tmp_path):
     path = tmp_path / "sample.py"
     path.write_text(SAMPLE)
-    made = mutants.mutants_of(path, 5)
+    made = mutant_operators.mutants_of(path, 5)
     operators = {mutant.operator for mutant in made}
-    named = set(re.findall(r"^- `(\w+)`|`(\w+)`: ", mutants.__doc__, re.MULTILINE))
+    named = set(re.findall(r"^- `(\w+)`|`(\w+)`: ", mutant_operators.__doc__, re.MULTILINE))
     named = {name for pair in named for name in pair if name}
     assert REQUIRED_OPERATORS <= operators == named, (REQUIRED_OPERATORS - operators, operators ^ named)
     afters = {mutant.after for mutant in made}
