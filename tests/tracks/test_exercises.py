@@ -172,6 +172,9 @@ def test_the_drawn_sizes_tell_every_setting_apart_in_every_draw():
         assert width not in lengths | {hidden} and hidden != width // heads, (seed, three)
         five = BY_NUMBER[5].inputs(seed)  # (eps - 1)^L is (1 - eps)^L at an even L: an odd and an even one
         assert len(five["pairs"]) == 4 and {L % 2 for _, L in five["pairs"]} == {0, 1}, (seed, five["pairs"])
+        six = BY_NUMBER[6].inputs(seed)  # (-2)^L is 2^L at an even L
+        assert {L % 2 for L in six["resnet"]} == {L % 2 for L in six["transformer"]} == {0, 1}, (seed, six)
+        assert six["resnet"][-1] > 1024 and six["transformer"][-1] > 512 and six["resnet"][-1] != six["resnet"][-2]
 
 
 def test_a_comparison_is_relative_at_any_magnitude():

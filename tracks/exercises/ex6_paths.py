@@ -69,8 +69,12 @@ def draw(rng):
     row = int(rng.integers(10, 21))
     big = int(rng.integers(200, 601))
     ks = sorted({0, 1, big // 2 + int(rng.integers(-5, 6)), int(rng.integers(2, big - 1)), big})
-    return {"resnet": [*small, int(rng.integers(1030, 1400))],  # 2^L beyond a float's range, too
-            "transformer": [*small, int(rng.integers(520, 700))],
+    resnet, transformer = [*small, int(rng.integers(1030, 1400))], [*small, int(rng.integers(520, 700))]
+    for Ls in (resnet, transformer):  # an odd L and an even one in every draw: (-2)^L is 2^L at an even L only
+        if len({L % 2 for L in Ls}) == 1:
+            Ls[-1] += 1
+    return {"resnet": resnet,  # 2^L beyond a float's range, too
+            "transformer": transformer,
             "row": row, "big": big, "big_ks": ks,
             "depth": int(rng.choice([8, 14])), "data_seed": int(rng.integers(2**31))}
 
@@ -98,6 +102,10 @@ def _overflowed(got, expected):
                for g, e in zip(got, expected))
 
 
+_NEGATIVE = ("a count is never negative: (-2)^L is -(2^L) at an odd L (the draw holds an odd L and an even one); "
+             "each block doubles the number of paths, 2 ** L")
+
+
 # resnet_paths(L) -----------------------------------------------------------------------------------------
 
 
@@ -109,6 +117,8 @@ def judge_resnet(inputs, value):
     detail = f"L = {', '.join(map(str, Ls))}: {_shown(value)}"
     if got == expected:
         return True, detail, ""
+    if any(g is not None and g < 0 for g in got):
+        return False, detail, _NEGATIVE
     if got[:-1] == expected[:-1]:
         return False, detail, ("right for small L, wrong for L = %d: fixed-width integers overflow (numpy's "
                                "int64 at 2^63) and floats stop at 2^1024; Python's int (2 ** L) is exact at "
@@ -131,6 +141,8 @@ def judge_transformer(inputs, value):
     detail = f"L = {', '.join(map(str, Ls))}: {_shown(value)}"
     if got == expected:
         return True, detail, ""
+    if any(g is not None and g < 0 for g in got):
+        return False, detail, _NEGATIVE
     if got == [2**L for L in Ls]:
         return False, detail, ("a Transformer block has two residual additions (attention, then feed-forward), "
                                "so L blocks are 2L steps: 2^(2L) paths (yours counts one addition per block)")
