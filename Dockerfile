@@ -8,7 +8,15 @@
 #
 # .ci/docker_check builds both images from this file and runs them as
 # docs/gpu_and_docker.md says (help, both smoke presets on mounted data, a resume after
-# `docker kill`); docs/gpu_and_docker.md lists the measured sizes.
+# `docker kill`, `compare` against a reference run, the notebooks opened);
+# docs/gpu_and_docker.md lists the measured sizes.
+#
+# Three stages: `runtime` (the base, the user and the dependencies), `course` (the
+# students' edition made from the repository by `python -m tracks release`: the
+# notebooks without their solutions, the students' pages, the reference runs' numbers)
+# and the image itself, which copies the package's sources and the edition's output
+# only. The instructor's notebooks, which hold the solutions, are read in `course` and
+# reach no layer of the image.
 #
 # Base image: plain Python, pinned by its full tag (CPython 3.11.14, Debian 12
 # "bookworm"). BASE_IMAGE replaces it where no registry is reachable (CI
@@ -24,7 +32,7 @@
 # `docker buildx imagetools inspect python:3.11.14-slim-bookworm` when you
 # build (it was written without access to a registry).
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE} AS runtime
 
 # PIP_NO_CACHE_DIR keeps pip's download cache out of the layers (the flag is
 # also spelled out on every pip command). pip runs as root on purpose: the
@@ -70,6 +78,7 @@ WORKDIR /opt/residual_keras
 # serve only to compile custom TensorFlow ops, which nothing here does.
 # DEVICE selects the TensorFlow build: gpu, tensorflow[and-cuda] (the `gpu`
 # extra, about 7 GB); cpu, plain tensorflow, no CUDA wheels (for laptops).
+# Both take the `notebooks` extra (Jupyter), to open the edition's notebooks.
 # (DL3013 asks for pinned versions: it takes ".[gpu]", this directory with
 # the gpu extra, for a package name. The versions are set in pyproject.toml.)
 COPY pyproject.toml ./
@@ -77,8 +86,8 @@ COPY residual_keras/_version.py residual_keras/_version.py
 ARG DEVICE=gpu
 # hadolint ignore=DL3013
 RUN case "$DEVICE" in \
-        gpu) target=".[gpu]" ;; \
-        cpu) target="." ;; \
+        gpu) target=".[gpu,notebooks]" ;; \
+        cpu) target=".[notebooks]" ;; \
         *) echo "DEVICE must be gpu or cpu, got '$DEVICE'" >&2; exit 1 ;; \
     esac \
     && touch PYPI_README.md \
@@ -88,13 +97,29 @@ RUN case "$DEVICE" in \
     && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && rm -rf "$site/tensorflow/include"
 
+# The students' edition (tracks/exercises/release.py), made from the build
+# context: .dockerignore lets in what pip installs and what the edition is
+# made from (the notebooks, the students' pages, the reference runs' numbers),
+# never solutions/ or the lab sheets. Only /opt/course leaves this stage.
+FROM runtime AS course
+COPY . /opt/source
+WORKDIR /opt/source
+RUN python -m tracks release --out /opt/course --without-wheel
+
+FROM runtime
 # The real package: fast, --no-deps since they are in. Installed (not
 # editable), so `python -m tracks.vision` works from any directory; the
-# source stays here to read. .dockerignore lets in only what pip installs.
-COPY . .
+# source stays here to read. Its files named one by one: the notebooks in
+# the build context are the instructor's, with their solutions.
+COPY pyproject.toml PYPI_README.md LICENSE ./
+COPY residual_keras residual_keras
+COPY tracks tracks
 # hadolint ignore=DL3013
 RUN pip install --no-cache-dir --no-deps . \
     && rm -rf build ./*.egg-info
+# The students' edition: `compare RUN /opt/course/docs/reference/...`, and the
+# notebooks (`jupyter notebook` on a copy: docs/gpu_and_docker.md).
+COPY --from=course /opt/course /opt/course
 
 # From here on: the unprivileged user created above (uid 1000, "student";
 # numeric so that the host and Kubernetes can tell it is not root). Runs go

@@ -12,7 +12,8 @@ checks what that script cannot, or faster:
   starts a track, PREFETCH_DATA wired to both tracks' `prefetch` (its RUN
   step is executed in /bin/sh, as Docker would, with a stand-in `python`:
   CI cannot download the data sets);
-- .dockerignore lets in only what pip installs;
+- .dockerignore lets in only what pip installs and what the students' edition is made from, and
+  the image's last stage copies only the package and the edition (never the instructor's notebooks);
 - the documented Docker commands (docs/gpu_and_docker.md) are the ones .ci/docker_check runs.
 
 The Dockerfile is read by `dockerfile-parse` and .dockerignore applied by the
@@ -21,6 +22,7 @@ extra, so nothing here re-implements Docker's rules.
 """
 
 import ast
+import io
 import json
 import os
 import re
@@ -49,13 +51,17 @@ class Instruction(NamedTuple):
 
 
 def read_dockerfile():
-    """The Dockerfile's instructions in order (comments left out) and its ENV, read by dockerfile-parse."""
-    parsed = DockerfileParser(path=str(DOCKERFILE))
+    """The Dockerfile's instructions in order (comments left out) and the ENV of its first stage (which the
+    others start from), read by dockerfile-parse."""
+    text = DOCKERFILE.read_text()
+    parsed = DockerfileParser(fileobj=io.BytesIO(text.encode()))
     instructions = [
         Instruction(item["startline"] + 1, item["instruction"].upper(), item["value"])
         for item in parsed.structure if item["instruction"] != "COMMENT"
     ]
-    return instructions, parsed.envs
+    froms = [instruction.line for instruction in instructions if instruction.keyword == "FROM"]
+    first = "\n".join(text.splitlines()[:froms[1] - 1]) if len(froms) > 1 else text
+    return instructions, DockerfileParser(fileobj=io.BytesIO(first.encode())).envs
 
 
 def build_context(root):
@@ -131,10 +137,21 @@ def test_hadolint_finds_nothing(tmp_path):
 # --------------------------------------------------------------------------
 
 
-def test_one_stage_from_a_base_pinned_by_version_and_replaceable(instructions):
+def _stages(instructions):
+    """[(FROM instruction, [its instructions])] in order."""
+    stages = []
+    for instruction in instructions:
+        if instruction.keyword == "FROM":
+            stages.append((instruction, []))
+        elif stages:
+            stages[-1][1].append(instruction)
+    return stages
+
+
+def test_three_stages_from_a_base_pinned_by_version_and_replaceable(instructions):
     froms = _all(instructions, "FROM")
-    assert len(froms) == 1, [i.arguments for i in froms]
-    assert froms[0].arguments == "${BASE_IMAGE}", froms[0].arguments
+    # runtime (base, user, dependencies), course (the students' edition), the image (from runtime)
+    assert [i.arguments for i in froms] == ["${BASE_IMAGE} AS runtime", "runtime AS course", "runtime"], froms
     # BASE_IMAGE is declared before FROM (so FROM can use it) with a default
     # pinned by its full Python version (3.11.14), not a moving tag (3.11).
     declared = [i for i in _all(instructions, "ARG") if i.arguments.startswith("BASE_IMAGE=")]
@@ -143,6 +160,17 @@ def test_one_stage_from_a_base_pinned_by_version_and_replaceable(instructions):
     name, _, tag = image.partition("@")[0].rpartition(":")
     assert name == "python" and tag != "latest", f"unpinned base image {image!r}"
     assert re.match(r"\d+\.\d+\.\d+-slim", tag), f"base image tag {tag!r} is not a full version of a slim image"
+
+
+def test_the_image_copies_the_package_and_the_students_edition_only(instructions):
+    """The build context holds the instructor's notebooks (the course stage reads them): the image's own
+    stage names its files one by one, and takes only the edition's output from the course stage."""
+    (_, course), (_, image) = _stages(instructions)[1:]
+    assert [i.arguments for i in course if i.keyword in ("COPY", "RUN")] == [
+        ". /opt/source", "python -m tracks release --out /opt/course --without-wheel"]
+    copies = [i.arguments.split() for i in image if i.keyword == "COPY"]
+    assert copies == [["pyproject.toml", PACKAGE_README, "LICENSE", "./"], ["residual_keras", "residual_keras"],
+                      ["tracks", "tracks"], ["--from=course", "/opt/course", "/opt/course"]], copies
 
 
 def test_cmd_is_json_and_starts_a_track(instructions):
@@ -200,8 +228,6 @@ def test_dependency_layer_needs_only_pyproject_and_the_version_file(instructions
     copies = _all(instructions, "COPY")
     before = [c.arguments.split() for c in copies if c.line < dependencies.line]
     assert before == [["pyproject.toml", "./"], [version_file, version_file]], before
-    between = [c.arguments.split() for c in copies if dependencies.line < c.line < package.line]
-    assert between == [[".", "."]], between
     # setuptools needs the README that pyproject.toml names: a placeholder.
     assert f"touch {PACKAGE_README}" in dependencies.arguments
 
@@ -215,8 +241,8 @@ def test_device_selects_the_gpu_extra_or_plain_tensorflow(instructions):
     # Declared just before its use: the layers above are shared by both images.
     assert max(c.line for c in _all(instructions, "COPY") if c.line < dependencies.line) < declared[0].line
     assert declared[0].line < dependencies.line
-    assert 'gpu) target=".[gpu]"' in dependencies.arguments
-    assert 'cpu) target="."' in dependencies.arguments
+    assert 'gpu) target=".[gpu,notebooks]"' in dependencies.arguments  # Jupyter opens the edition's notebooks
+    assert 'cpu) target=".[notebooks]"' in dependencies.arguments
 
 
 def test_tfds_data_dir_is_set_and_owned_by_the_user(instructions):
@@ -312,15 +338,20 @@ EXCLUDED = [
     ".git/HEAD", "runs/vision-20261130-101500/results.json", ".venv/bin/python",
     "venv/bin/python", ".ci-venv/bin/python", "residual_keras/__pycache__/models.cpython-311.pyc",
     "tests/conftest.py", "tests/__pycache__/conftest.cpython-311-pytest-9.2.0.pyc", ".pytest_cache/README.md",
-    "docs/lab_vision.md", "notebooks/vision.ipynb", "benchmarks/throughput.py", ".ci/run",
+    "docs/lab_vision.md", "docs/lab_language.md", "solutions/ex1_residual_layer.py", "solutions/README.md",
+    "docs/grading.md", "docs/reference/vision-offline-s0/summary.md",
+    "docs/reference/vision-offline-s0/training_curves.png", "notebooks/.ipynb_checkpoints/vision-checkpoint.ipynb",
+    "benchmarks/throughput.py", ".ci/run",
     "residual_keras.egg-info/PKG-INFO", "build/lib/residual_keras/__init__.py",
     "best_model.keras", "runs/language-1/best_model.keras", "some/where/model.keras",
     "data/cifar10/train.tfrecord", "tensorflow_datasets/cifar10/3.0.2/dataset_info.json",
 ]
 
 
-def test_dockerignore_lets_in_only_what_pip_installs(tmp_path):
-    kept = ["pyproject.toml", PACKAGE_README, "LICENSE", "residual_keras/models.py", "tracks/vision/presets.py"]
+def test_dockerignore_lets_in_only_what_pip_installs_and_the_edition_is_made_from(tmp_path):
+    kept = ["pyproject.toml", PACKAGE_README, "LICENSE", "residual_keras/models.py", "tracks/vision/presets.py",
+            "notebooks/vision.ipynb", "docs/students.md", "docs/reference/vision-offline-s0/results.json",
+            "docs/reference/vision-offline-s0/bands.json"]
     for path in EXCLUDED + kept:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x")
@@ -340,6 +371,17 @@ def test_dockerignore_keeps_everything_pip_installs():
     assert "tracks/vision/__main__.py" in needed and "residual_keras/__init__.py" in needed
     kept_out = [path for path in needed if path not in context]
     assert not kept_out, kept_out
+
+
+def test_dockerignore_lets_in_every_file_the_students_edition_is_made_from():
+    from tracks.exercises.release import NOTEBOOKS, REFERENCE_FILES, STUDENT_PAGES
+
+    context = build_context(ROOT)
+    needed = [f"notebooks/{name}" for name in NOTEBOOKS] + [f"docs/{page}" for page in STUDENT_PAGES]
+    needed += [str(path.relative_to(ROOT)) for name in REFERENCE_FILES
+               for path in (ROOT / "docs" / "reference").glob(f"*/{name}")]
+    assert not [path for path in needed if path not in context]
+    assert not [path for path in context if path.startswith(("solutions/", "docs/lab_"))]
 
 
 # --------------------------------------------------------------------------
@@ -371,8 +413,9 @@ def ci_docker_commands():
 
 
 def normalised(command):
-    """A README command as CI writes it: no --gpus all (no GPU in CI); the image named $IMAGE in runs."""
-    command = command.replace("--gpus all ", "")
+    """A README command as CI writes it: no --gpus all (no GPU in CI), no -p 8888:8888 (CI's engine has no
+    bridge network to publish a port on); the image named $IMAGE in runs."""
+    command = command.replace("--gpus all ", "").replace("-p 8888:8888 ", "")
     if command.startswith("docker run"):
         command = re.sub(r"\bresidual-keras(:cpu)?(?= |$)", "$IMAGE", command)
     return command
