@@ -36,7 +36,6 @@ from residual_keras.checks import (
     check_positive_int,
     strided_output_shape,
 )
-from residual_keras._conv_layers import conv2d
 from residual_keras.steps import BlockLayer, ResidualStep
 from residual_keras._types import Activation, ArrayLike, IntOrPair, RegularizerLike
 from residual_keras.shortcuts import PadShortcut, needs_projection
@@ -214,16 +213,31 @@ class FixupBasicBlock(BlockLayer):
             layer.build(())
             return layer
 
+        def conv(name, strides, kernel_initializer, shape):
+            layer = layers.Conv2D(
+                self.filters,
+                self.kernel_size,
+                strides=strides,
+                padding="same",
+                data_format=self.data_format,
+                use_bias=False,
+                kernel_initializer=kernel_initializer,
+                kernel_regularizer=self.kernel_regularizer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build(shape)
+            return layer, layer.compute_output_shape(shape)
+
         self.bias1 = scalar(ScalarBias, "bias1")
         # He-normal with fan-out, times L^(-1/2): variance 2 / fan_out / L.
         he_scaled = keras.initializers.VarianceScaling(
             scale=2.0 / self.num_blocks, mode="fan_out", distribution="untruncated_normal"
         )
-        self.conv1, shape = conv2d(self, "conv1", self.filters, self.kernel_size, self.strides, input_shape,
-                                   he_scaled)
+        self.conv1, shape = conv("conv1", self.strides, he_scaled, input_shape)
         self.bias2 = scalar(ScalarBias, "bias2")
         self.bias3 = scalar(ScalarBias, "bias3")
-        self.conv2, _ = conv2d(self, "conv2", self.filters, self.kernel_size, 1, shape, "zeros")
+        self.conv2, _ = conv("conv2", 1, "zeros", shape)  # the branch starts at exactly 0
         self.scale = scalar(ScalarScale, "scale")
         self.bias4 = scalar(ScalarBias, "bias4")
         self.shortcut_layer = None

@@ -39,6 +39,7 @@ from typing import Any, Optional
 import keras
 import numpy as np
 
+from residual_keras.checks import check_image_input
 from residual_keras.resnet_blocks import ConvBlockBase
 from residual_keras.steps import ResidualStep
 from residual_keras._types import ArrayLike, IntOrPair
@@ -97,21 +98,24 @@ class PreActBasicBlock(ConvBlockBase):
             )
         self.zero_last_conv = bool(zero_last_conv)
 
-    def build_branch(self, input_shape):
-        self.norm1 = self._norm("branch1_norm", input_shape)
-        self.conv1, shape = self._conv("branch1_conv", self.filters, self.kernel_size, self.strides, input_shape)
-        self.norm2 = self._norm("branch2_norm", shape)
-        last_initializer = "zeros" if self.zero_last_conv else None  # None: kernel_initializer
-        self.conv2, _ = self._conv("branch2_conv", self.filters, self.kernel_size, 1, shape, last_initializer)
-
-    def _norm_activation(self, norm, x, training):
-        """ReLU(BN(x)), or ReLU(x) in an unnormalised block (ReLU: `activation`)."""
-        return self.activation(x if norm is None else norm(x, training=training))
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
+        self.norm1 = self._batch_norm("branch1_norm")  # None with norm="none"
+        self.conv1 = self._conv("branch1_conv", self.filters, self.kernel_size, self.strides)  # the block's stride
+        self.norm2 = self._batch_norm("branch2_norm")
+        self.conv2 = self._conv("branch2_conv", self.filters, self.kernel_size, 1,
+                                "zeros" if self.zero_last_conv else None)  # None: kernel_initializer
+        self._build_in_order(input_shape, self.norm1, self.conv1, self.norm2, self.conv2)
+        self.shortcut_layer = self._shortcut(input_shape)  # None: the identity (or the plain twin)
 
     def branch(self, inputs, training=None):
-        """The residual function f(x) = conv2(ReLU(BN(conv1(ReLU(BN(x))))))."""
-        x = self.conv1(self._norm_activation(self.norm1, inputs, training))
-        return self.conv2(self._norm_activation(self.norm2, x, training))
+        """The residual function f(x) = conv2(ReLU(BN(conv1(ReLU(BN(x)))))), without the BNs for norm="none"."""
+        x = inputs if self.norm1 is None else self.norm1(inputs, training=training)
+        x = self.activation(x)
+        x = self.conv1(x)
+        x = x if self.norm2 is None else self.norm2(x, training=training)
+        x = self.activation(x)
+        return self.conv2(x)
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
         update = self.branch(inputs, training)  # f(x)

@@ -27,9 +27,11 @@ channels on axis 1 (the convolutions, the BatchNorms' axis and the
 shortcut follow it).
 
 `ConvBlockBase`, at the top, holds what every CIFAR block shares (its
-arguments and their checks, the shortcut, the config; `PreActBasicBlock`
-in preact_blocks.py builds on it too); each block below builds its branch
-`f(x)` and writes its addition in its own `call`.
+arguments and their checks, its kind of convolution and BatchNorm, the
+shortcut, the config; `PreActBasicBlock` in preact_blocks.py builds on it
+too). Each block below makes its own layers in `build`, writes its residual
+function f in `branch` and its addition in `call`, beside it, as timm's
+`BasicBlock` does.
 """
 
 import functools
@@ -37,8 +39,11 @@ from typing import Any, Optional
 
 import keras
 import numpy as np
+from keras import layers
 
+from residual_keras import batchnorm
 from residual_keras.checks import (
+    channel_axis,
     check_bool,
     check_choice,
     check_data_format,
@@ -47,7 +52,6 @@ from residual_keras.checks import (
     check_positive_int,
     strided_output_shape,
 )
-from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
 from residual_keras.steps import BlockLayer, ResidualStep
 from residual_keras._types import Activation, ArrayLike, InitializerLike, IntOrPair, RegularizerLike
@@ -58,13 +62,15 @@ NORMS = ("batchnorm", "none")
 
 
 class ConvBlockBase(BlockLayer):
-    """The arguments, shortcut and config every CIFAR ResNet block shares (PreActBasicBlock's too).
+    """What every CIFAR ResNet block shares (PreActBasicBlock's too): its arguments, its kind of layers, its shortcut.
 
-    Subclasses build their branch in `build_branch(input_shape)`, write
-    `branch(x)` (the residual function f), and write their residual in
-    `call` with `shortcut_path(x)` (and `residual_steps`, the same
-    addition for the instruments). `output_channels` is `filters` unless a
-    subclass says otherwise.
+    A block makes its layers in its own `build` with `_conv` and
+    `_batch_norm` (in the block's layout, dtype and settings), builds them
+    with `_build_in_order` and makes its shortcut with `_shortcut`; it
+    writes its residual function f in `branch` and its addition in `call`
+    with `shortcut_path(x)` (and `residual_steps`, the same addition for the
+    instruments). `output_channels` is `filters` unless a block says
+    otherwise.
     """
 
     def __init__(
@@ -105,43 +111,63 @@ class ConvBlockBase(BlockLayer):
     def output_channels(self):
         return self.filters
 
-    def _conv(self, name, filters, kernel_size, strides, input_shape, initializer=None):
-        """A branch convolution: no bias before a BatchNorm, a bias in an unnormalised block."""
-        initializer = initializer or clone_initializer(self.kernel_initializer)
-        return conv2d(self, name, filters, kernel_size, strides, input_shape, initializer,
-                      use_bias=self.norm == "none")
+    def _conv(self, name, filters, kernel_size, strides, kernel_initializer=None):
+        """A 'same'-padded `Conv2D` of the block: no bias before a BatchNorm, a bias with `norm="none"`."""
+        return layers.Conv2D(
+            filters,
+            kernel_size,
+            strides=strides,
+            padding="same",
+            data_format=self.data_format,
+            use_bias=self.norm == "none",
+            kernel_initializer=kernel_initializer or clone_initializer(self.kernel_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
-    def _norm(self, name, input_shape, gamma_initializer="ones"):
-        """A branch BatchNorm, or None in an unnormalised block."""
-        return None if self.norm == "none" else batch_norm(self, name, input_shape, gamma_initializer)
+    def _batch_norm(self, name, gamma_initializer="ones"):
+        """A BatchNorm over the block's channel axis (residual_keras.batchnorm's), or None with `norm="none"`."""
+        if self.norm == "none":
+            return None
+        return batchnorm.BatchNormalization(
+            axis=channel_axis(self.data_format),
+            momentum=self.norm_momentum,
+            epsilon=self.norm_epsilon,
+            gamma_initializer=gamma_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
-    def build(self, input_shape):
-        check_image_input(self.__class__.__name__, input_shape, self.data_format)
-        self.build_branch(input_shape)
-        self.shortcut_layer = None
-        if self.residual:
-            self.shortcut_layer = make_shortcut(
-                self.shortcut,
-                input_shape,
-                self.output_channels,
-                self.strides,
-                dtype=self.dtype_policy,
-                data_format=self.data_format,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                kernel_regularizer=self.kernel_regularizer,
-                norm_momentum=self.norm_momentum,
-                norm_epsilon=self.norm_epsilon,
-                norm=self.norm,
-            )
-            if self.shortcut_layer is not None:
-                self.shortcut_layer.build(input_shape)
+    @staticmethod
+    def _build_in_order(input_shape, *sublayers):
+        """Builds each layer (None: no layer) on the shape the one before it gives, in the order f applies them."""
+        shape = input_shape
+        for layer in sublayers:
+            if layer is not None:
+                layer.build(shape)
+                shape = layer.compute_output_shape(shape)
 
-    def build_branch(self, input_shape):
-        raise NotImplementedError
-
-    def branch(self, inputs, training=None):
-        """The residual function `f(x)`."""
-        raise NotImplementedError
+    def _shortcut(self, input_shape):
+        """The built shortcut layer: option A or B where the shape changes; None for the identity and the plain twin."""
+        if not self.residual:
+            return None
+        shortcut = make_shortcut(
+            self.shortcut,
+            input_shape,
+            self.output_channels,
+            self.strides,
+            dtype=self.dtype_policy,
+            data_format=self.data_format,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            norm_momentum=self.norm_momentum,
+            norm_epsilon=self.norm_epsilon,
+            norm=self.norm,
+        )
+        if shortcut is not None:
+            shortcut.build(input_shape)
+        return shortcut
 
     def shortcut_path(self, inputs, training=None):
         """shortcut(x): the identity, or option A/B where the shape changes."""
@@ -173,90 +199,24 @@ class ConvBlockBase(BlockLayer):
         return config
 
 
-class _ConvBlock(ConvBlockBase):
-    """What `BasicBlock` and `BottleneckBlock` share: `activation(f(x) + shortcut(x))`.
-
-    Subclasses create their branch's conv/BN pairs in `build_branch()` with
-    `self._conv_bn(...)`, compute the branch in `branch()` and write the
-    addition in `call()`. The arguments every CIFAR block takes are checked
-    in `ConvBlockBase` (above).
-    """
-
-    def __init__(
-        self,
-        filters: int,
-        strides: IntOrPair = 1,
-        *,
-        final_activation: bool = True,
-        zero_gamma: bool = False,
-        **kwargs,
-    ) -> None:
-        super().__init__(filters, strides, **kwargs)
-        self.final_activation = check_bool(
-            "final_activation", final_activation, " (the function itself is `activation`)"
+def _checked_zero_gamma(zero_gamma, residual, norm):
+    """`zero_gamma` as a bool; `ValueError` where no last gamma can start the block at `ReLU(shortcut(x))`."""
+    if zero_gamma and not residual:
+        raise ValueError(
+            "zero_gamma=True needs residual=True: without a shortcut the "
+            "block would output activation(0) for every input."
         )
-        if zero_gamma and not self.residual:
-            raise ValueError(
-                "zero_gamma=True needs residual=True: without a shortcut the "
-                "block would output activation(0) for every input."
-            )
-        if zero_gamma and self.norm == "none":
-            raise ValueError(
-                "zero_gamma=True needs norm='batchnorm': without BatchNorm there "
-                "is no gamma (Fixup, or PreActBasicBlock(zero_last_conv=True), "
-                "start an unnormalised branch at 0)."
-            )
-        self.zero_gamma = bool(zero_gamma)
-
-    def _conv_bn(self, name, filters, kernel_size, strides, input_shape, zero_gamma=False):
-        """Creates and builds `Conv2D(no bias) -> BatchNorm`; returns the pair and output shape.
-
-        With `norm="none"` the pair is `(Conv2D with bias, None)`.
-        """
-        conv, output_shape = self._conv(f"{name}_conv", filters, kernel_size, strides, input_shape)
-        norm = self._norm(f"{name}_norm", output_shape, "zeros" if zero_gamma else "ones")
-        return (conv, norm), output_shape
-
-    @staticmethod
-    def _conv_norm(conv, norm, x, training):
-        """`norm(conv(x))`, or `conv(x)` in an unnormalised block."""
-        x = conv(x)
-        return x if norm is None else norm(x, training=training)
-
-    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
-        """For the instruments, the addition `call` writes: one step, `ReLU(shortcut(x) + f(x))`.
-
-        `post` is the final activation (nothing with final_activation=False),
-        and the plain twin's step has no shortcut: `ReLU(f(x))`.
-        """
-        return [ResidualStep(
-            "",
-            branch=functools.partial(self.branch, training=training),
-            shortcut=functools.partial(self.shortcut_path, training=training) if self.residual else None,
-            post=self.activation if self.final_activation else None,
-            training=training,
-        )]
-
-    def identity_scale(self):
-        """Mean |gamma| of the branch's last BatchNorm with zero_gamma=True (0 at first), else None.
-
-        The block starts as `ReLU(shortcut(x))`: the spectral norm of its
-        Jacobian is 1, but it passes the gradient only where the stream is
-        positive, so a zero-gamma network's gradient gain is below 1 (the
-        gradient on the stream's zero entries is lost).
-        """
-        if not self.zero_gamma:
-            return None
-        return float(np.mean(np.abs(keras.ops.convert_to_numpy(self.last_norm.gamma))))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"final_activation": self.final_activation, "zero_gamma": self.zero_gamma})
-        return config
+    if zero_gamma and norm == "none":
+        raise ValueError(
+            "zero_gamma=True needs norm='batchnorm': without BatchNorm there "
+            "is no gamma (Fixup, or PreActBasicBlock(zero_last_conv=True), "
+            "start an unnormalised branch at 0)."
+        )
+    return bool(zero_gamma)
 
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class BasicBlock(_ConvBlock):
+class BasicBlock(ConvBlockBase):
     """The two-layer block of the CIFAR ResNets (He et al. 2015, figure 2).
 
     `f(x) = BN(conv3x3(ReLU(BN(conv3x3_stride(x)))))` and
@@ -308,32 +268,75 @@ class BasicBlock(_ConvBlock):
         (2, 32, 32, 16)
     """
 
-    def build_branch(self, input_shape):
-        (self.conv1, self.norm1), shape = self._conv_bn(
-            "branch1", self.filters, self.kernel_size, self.strides, input_shape
+    def __init__(self, filters: int, strides: IntOrPair = 1, *, final_activation: bool = True,
+                 zero_gamma: bool = False, **kwargs) -> None:
+        super().__init__(filters, strides, **kwargs)  # the arguments every CIFAR block takes (ConvBlockBase)
+        self.final_activation = check_bool(
+            "final_activation", final_activation, " (the function itself is `activation`)"
         )
-        (self.conv2, self.norm2), _ = self._conv_bn(
-            "branch2", self.filters, self.kernel_size, 1, shape, zero_gamma=self.zero_gamma
-        )
+        self.zero_gamma = _checked_zero_gamma(zero_gamma, self.residual, self.norm)
+
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
+        self.conv1 = self._conv("branch1_conv", self.filters, self.kernel_size, self.strides)  # the block's stride
+        self.norm1 = self._batch_norm("branch1_norm")  # None with norm="none"
+        self.conv2 = self._conv("branch2_conv", self.filters, self.kernel_size, 1)
+        self.norm2 = self._batch_norm("branch2_norm", "zeros" if self.zero_gamma else "ones")
+        self._build_in_order(input_shape, self.conv1, self.norm1, self.conv2, self.norm2)
+        self.shortcut_layer = self._shortcut(input_shape)  # None: the identity (or the plain twin)
 
     @property
     def last_norm(self):
-        """The branch's last BatchNorm (zero_gamma starts its gamma at 0)."""
+        """norm2, whose gamma zero_gamma starts at 0 (a `.keras` file stores its weights under this name)."""
         return self.norm2
 
     def branch(self, inputs, training=None):
-        """f(x) = BN(conv2(ReLU(BN(conv1(x)))))."""
-        x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
-        return self._conv_norm(self.conv2, self.norm2, x, training)
+        """The residual function f(x) = BN(conv2(ReLU(BN(conv1(x))))), without the BNs for norm="none"."""
+        x = self.conv1(inputs)
+        x = x if self.norm1 is None else self.norm1(x, training=training)
+        x = self.activation(x)
+        x = self.conv2(x)
+        return x if self.norm2 is None else self.norm2(x, training=training)
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
         update = self.branch(inputs, training)  # f(x)
         y = self.shortcut_path(inputs, training) + update if self.residual else update  # x + f(x); plain: f(x)
         return self.activation(y) if self.final_activation else y  # ReLU(x + f(x)), He et al. 2015
 
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """For the instruments, the addition `call` writes: one step, `ReLU(shortcut(x) + f(x))`.
+
+        `post` is the final activation (nothing with final_activation=False),
+        and the plain twin's step has no shortcut: `ReLU(f(x))`.
+        """
+        return [ResidualStep(
+            "",
+            branch=functools.partial(self.branch, training=training),
+            shortcut=functools.partial(self.shortcut_path, training=training) if self.residual else None,
+            post=self.activation if self.final_activation else None,
+            training=training,
+        )]
+
+    def identity_scale(self):
+        """Mean |gamma| of the last BatchNorm with zero_gamma=True (0 at first), else None.
+
+        The block starts as `ReLU(shortcut(x))`: the spectral norm of its
+        Jacobian is 1, but it passes the gradient only where the stream is
+        positive, so a zero-gamma network's gradient gain is below 1 (the
+        gradient on the stream's zero entries is lost).
+        """
+        if not self.zero_gamma:
+            return None
+        return float(np.mean(np.abs(keras.ops.convert_to_numpy(self.last_norm.gamma))))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"final_activation": self.final_activation, "zero_gamma": self.zero_gamma})
+        return config
+
 
 @keras.saving.register_keras_serializable(package="residual_keras")
-class BottleneckBlock(_ConvBlock):
+class BottleneckBlock(ConvBlockBase):
     """The three-layer bottleneck block (He et al. 2015, figure 5 right).
 
     `f(x) = BN(conv1x1(ReLU(BN(conv3x3_stride(ReLU(BN(conv1x1(x))))))))` with
@@ -367,44 +370,71 @@ class BottleneckBlock(_ConvBlock):
         (2, 16, 16, 64)
     """
 
-    def __init__(self, filters: int, strides: IntOrPair = 1, *, expansion: int = 4, **kwargs) -> None:
-        super().__init__(filters, strides, **kwargs)
+    def __init__(self, filters: int, strides: IntOrPair = 1, *, expansion: int = 4, final_activation: bool = True,
+                 zero_gamma: bool = False, **kwargs) -> None:
+        super().__init__(filters, strides, **kwargs)  # the arguments every CIFAR block takes (ConvBlockBase)
+        self.final_activation = check_bool(
+            "final_activation", final_activation, " (the function itself is `activation`)"
+        )
+        self.zero_gamma = _checked_zero_gamma(zero_gamma, self.residual, self.norm)
         self.expansion = check_positive_int("expansion", expansion)
 
     @property
     def output_channels(self):
         return self.filters * self.expansion
 
-    def build_branch(self, input_shape):
-        (self.conv1, self.norm1), shape = self._conv_bn(
-            "branch1", self.filters, 1, 1, input_shape
-        )
-        (self.conv2, self.norm2), shape = self._conv_bn(
-            "branch2", self.filters, self.kernel_size, self.strides, shape
-        )
-        (self.conv3, self.norm3), _ = self._conv_bn(
-            "branch3", self.output_channels, 1, 1, shape, zero_gamma=self.zero_gamma
-        )
+    def build(self, input_shape):
+        check_image_input(self.__class__.__name__, input_shape, self.data_format)
+        self.conv1 = self._conv("branch1_conv", self.filters, 1, 1)  # 1x1: into the bottleneck
+        self.norm1 = self._batch_norm("branch1_norm")  # None with norm="none"
+        self.conv2 = self._conv("branch2_conv", self.filters, self.kernel_size, self.strides)  # the block's stride
+        self.norm2 = self._batch_norm("branch2_norm")
+        self.conv3 = self._conv("branch3_conv", self.output_channels, 1, 1)  # 1x1: out to filters * expansion
+        self.norm3 = self._batch_norm("branch3_norm", "zeros" if self.zero_gamma else "ones")
+        self._build_in_order(input_shape, self.conv1, self.norm1, self.conv2, self.norm2, self.conv3, self.norm3)
+        self.shortcut_layer = self._shortcut(input_shape)  # None: the identity (or the plain twin)
 
     @property
     def last_norm(self):
-        """The branch's last BatchNorm (zero_gamma starts its gamma at 0)."""
+        """norm3, whose gamma zero_gamma starts at 0 (a `.keras` file stores its weights under this name)."""
         return self.norm3
 
     def branch(self, inputs, training=None):
-        """f(x) = BN(conv3(ReLU(BN(conv2(ReLU(BN(conv1(x)))))))) (1x1, 3x3, 1x1)."""
-        x = self.activation(self._conv_norm(self.conv1, self.norm1, inputs, training))
-        x = self.activation(self._conv_norm(self.conv2, self.norm2, x, training))
-        return self._conv_norm(self.conv3, self.norm3, x, training)
+        """f(x) = BN(conv3(ReLU(BN(conv2(ReLU(BN(conv1(x)))))))) (1x1, 3x3, 1x1), without the BNs for norm="none"."""
+        x = self.conv1(inputs)
+        x = x if self.norm1 is None else self.norm1(x, training=training)
+        x = self.activation(x)
+        x = self.conv2(x)
+        x = x if self.norm2 is None else self.norm2(x, training=training)
+        x = self.activation(x)
+        x = self.conv3(x)
+        return x if self.norm3 is None else self.norm3(x, training=training)
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
         update = self.branch(inputs, training)  # f(x)
         y = self.shortcut_path(inputs, training) + update if self.residual else update  # x + f(x); plain: f(x)
         return self.activation(y) if self.final_activation else y  # ReLU(x + f(x)), He et al. 2015
 
+    def residual_steps(self, training: Optional[bool] = False) -> list[ResidualStep]:
+        """For the instruments, the addition `call` writes, as `BasicBlock.residual_steps`."""
+        return [ResidualStep(
+            "",
+            branch=functools.partial(self.branch, training=training),
+            shortcut=functools.partial(self.shortcut_path, training=training) if self.residual else None,
+            post=self.activation if self.final_activation else None,
+            training=training,
+        )]
+
+    def identity_scale(self):
+        """Mean |gamma| of the last BatchNorm with zero_gamma=True (0 at first), else None (as `BasicBlock`'s)."""
+        if not self.zero_gamma:
+            return None
+        return float(np.mean(np.abs(keras.ops.convert_to_numpy(self.last_norm.gamma))))
+
     def get_config(self):
         config = super().get_config()
-        config["expansion"] = self.expansion
+        config.update({"final_activation": self.final_activation, "zero_gamma": self.zero_gamma,
+                       "expansion": self.expansion})
         return config
 
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import keras
 from keras import layers, ops
 
+from residual_keras import batchnorm
 from residual_keras.checks import (
     channel_axis,
     check_choice,
@@ -27,7 +28,6 @@ from residual_keras.checks import (
     input_channels,
     strided_output_shape,
 )
-from residual_keras._conv_layers import batch_norm, conv2d
 from residual_keras._initializers import clone_initializer
 from residual_keras._types import ArrayLike, InitializerLike, IntOrPair, RegularizerLike
 from residual_keras._sublayers import SublayersShown
@@ -159,9 +159,29 @@ class ProjectionShortcut(SublayersShown, layers.Layer):
 
     def build(self, input_shape):
         check_image_input(self.__class__.__name__, input_shape, self.data_format)
-        self.conv, shape = conv2d(self, "conv", self.filters, 1, self.strides, input_shape,
-                                  clone_initializer(self.kernel_initializer))
-        self.norm = None if self.norm_kind == "none" else batch_norm(self, "norm", shape)
+        self.conv = layers.Conv2D(
+            self.filters,
+            1,
+            strides=self.strides,
+            padding="same",
+            data_format=self.data_format,
+            use_bias=False,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            dtype=self.dtype_policy,
+            name="conv",
+        )
+        self.conv.build(input_shape)
+        self.norm = None
+        if self.norm_kind == "batchnorm":
+            self.norm = batchnorm.BatchNormalization(
+                axis=channel_axis(self.data_format),
+                momentum=self.norm_momentum,
+                epsilon=self.norm_epsilon,
+                dtype=self.dtype_policy,
+                name="norm",
+            )
+            self.norm.build(self.conv.compute_output_shape(input_shape))
 
     def call(self, inputs: ArrayLike, training: Optional[bool] = None) -> Any:
         x = self.conv(inputs)

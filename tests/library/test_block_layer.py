@@ -210,6 +210,48 @@ def test_each_block_writes_its_addition_in_its_own_call_in_its_own_module(cls):
     assert "+" in inspect.getsource(cls.call) and len(inspect.getsource(cls.call).splitlines()) <= 25
 
 
+def _own_method(cls, name):
+    """The method `name` in the class's own body (an AST node), or None."""
+    tree = ast.parse(pathlib.Path(inspect.getsourcefile(cls)).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return next((item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == name), None)
+    return None
+
+
+def _self_attributes(function, kind):
+    """The names X of `self.X = ...` (kind "assigned") or of `self.X(...)` (kind "called") in a method."""
+    if kind == "assigned":
+        nodes = [node for node in ast.walk(function) if isinstance(getattr(node, "ctx", None), ast.Store)]
+    else:
+        nodes = [node.func for node in ast.walk(function) if isinstance(node, ast.Call)]
+    return {node.attr for node in nodes
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+
+
+CIFAR_BLOCKS = {
+    rk.BasicBlock: lambda: rk.BasicBlock(8, strides=2, shortcut="B"),
+    rk.BottleneckBlock: lambda: rk.BottleneckBlock(2, strides=2, shortcut="B"),
+    rk.PreActBasicBlock: lambda: rk.PreActBasicBlock(8, strides=2, shortcut="B"),
+    rk.FixupBasicBlock: lambda: rk.FixupBasicBlock(8, strides=2, num_blocks=3),
+}
+
+
+@pytest.mark.parametrize("cls", list(CIFAR_BLOCKS), ids=lambda cls: cls.__name__)
+def test_a_cifar_block_makes_its_layers_in_its_own_build_and_applies_them_in_its_own_branch(cls):
+    # timm's BasicBlock: the layers made in the block's class, f one method beside call that applies them itself
+    build, branch = _own_method(cls, "build"), _own_method(cls, "branch")
+    assert build is not None and branch is not None, f"{cls.__name__} writes its own build and branch"
+    block = CIFAR_BLOCKS[cls]()
+    block(_images())
+    made = {name for name in _self_attributes(build, "assigned") if isinstance(getattr(block, name), keras.layers.Layer)}
+    assert {id(layer) for layer in block.layers} == {id(getattr(block, name)) for name in made}
+    applied = _self_attributes(branch, "called")
+    assert applied - {"activation"} == made - {"shortcut_layer"}, "branch applies each layer itself, nothing else"
+    between = [base for base in cls.__mro__[1:cls.__mro__.index(rk.BlockLayer)]]
+    assert [base.__name__ for base in between] in ([], ["ConvBlockBase"])
+
+
 def test_no_class_derives_call_from_its_steps():
     sources = {path: path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
     assert not [path for path, text in sources.items() if "__init_subclass__" in text or "__signature__" in text]
