@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))  # `scripts.reference_runs` and the tracks, run fr
 from scripts.reference_runs import (  # noqa: E402
     REFERENCE, TABLES, TEXT_FORMATS, SourceError, config_keys, formatted, lookup)
 
-TAG = re.compile(r"<!-- ref (?P<run>[\w.-]+) (?P<path>\S+) (?P<format>\S+) -->")
+TAG = re.compile(r"<!-- ref (?P<run>[\w./-]+) (?P<path>\S+) (?P<format>\S+) -->")
 TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 # A run time written without its tag: "10-15 minutes", "0.7 min", "40 s" (a tag between number and unit breaks it).

@@ -37,7 +37,8 @@ def results(run):
 
 def lookup(run, path):
     """The value at `path` in a reference run's results.json (`reference.KEY`: in its reference.json,
-    `config.KEY`: in its config.json; `A/B`: the value at A divided by the value at B).
+    `config.KEY`: in its config.json; `A/B`: the value at A divided by the value at B); for a `run` named
+    `measurements/NAME`, in docs/measurements/NAME.json (scripts/time_session.py writes one).
 
     Dot-separated: a field of the results or of a model, a key of a study;
     `models.ID` picks a model by its id, a number a list's item, `mean` a list's mean.
@@ -50,6 +51,16 @@ def lookup(run, path):
             raise SourceError(f"{run}: {path} is not a ratio of two numbers") from None
     files = {"reference.": "reference.json", "config.": "config.json"}
     prefix = next((prefix for prefix in files if path.startswith(prefix)), None)
+    if run.startswith("measurements/"):  # a record of measurements that are no run (docs/measurements/NAME.json)
+        record = ROOT / "docs" / f"{run}.json"
+        if not record.is_file():
+            raise SourceError(f"no measurement record {run!r} (no {record.relative_to(ROOT)})")
+        value = json.loads(record.read_text())
+        for key in path.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise SourceError(f"{run}: no {path}")
+            value = value[key]
+        return value
     if prefix:
         about = REFERENCE / run / files[prefix]
         if not about.is_file():

@@ -243,3 +243,19 @@ def test_ratio_and_mean_paths():
     assert doc_numbers.lookup("vision-cifar10-s0", "config.epochs") == config["epochs"]
     with pytest.raises(doc_numbers.SourceError):
         doc_numbers.lookup("vision-cifar10-s0", "config.no_such_key")
+
+
+def test_a_number_can_come_from_a_measurement_record(tmp_path, monkeypatch):
+    """`<!-- ref measurements/NAME KEY FORMAT -->`: docs/measurements/NAME.json (scripts/time_session.py)."""
+    from scripts import reference_runs
+
+    docs = tmp_path / "docs"
+    (docs / "measurements").mkdir(parents=True)
+    (docs / "measurements" / "session.json").write_text('{"alone": {"vision": {"seconds": 243.4}}}')
+    monkeypatch.setattr(reference_runs, "ROOT", tmp_path)
+    assert reference_runs.lookup("measurements/session", "alone.vision.seconds") == 243.4
+    with pytest.raises(reference_runs.SourceError, match="no alone.language.seconds"):
+        reference_runs.lookup("measurements/session", "alone.language.seconds")
+    with pytest.raises(reference_runs.SourceError, match="no measurement record"):
+        reference_runs.lookup("measurements/other", "alone.vision.seconds")
+    assert doc_numbers.TAG.search("4.1<!-- ref measurements/session alone.vision.seconds min -->")
