@@ -105,7 +105,7 @@ def parts(path, text=None):
     """The `Part`s of a page (`text`: the page's content, read from `path` when None)."""
     path = pathlib.Path(path)
     text = path.read_text() if text is None else text
-    name = _name(path)
+    name = page_name(path)
     if path.suffix != ".ipynb":
         return [Part(name, text, "markdown", path.parent)]
     cells = json.loads(text)["cells"]
@@ -113,7 +113,7 @@ def parts(path, text=None):
             for index, cell in enumerate(cells) if cell["cell_type"] in ("markdown", "code")]
 
 
-def _name(path):
+def page_name(path):
     path = pathlib.Path(path)
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
@@ -252,7 +252,7 @@ def outside_paths(text, where, folder):
             if not (target.is_relative_to(ROOT) and target.exists()):
                 named = "nothing in it" if target.is_relative_to(ROOT) else target
                 problems.append(f"{where}:{number}: {path} leads outside the repository (from "
-                                f"{_name(folder)}/ it names {named})")
+                                f"{page_name(folder)}/ it names {named})")
         for match in ABSOLUTE_PATH.finditer(line):
             if f"{match['path']}/".startswith(MACHINE_PLACES):
                 problems.append(f"{where}:{number}: {match['path']} is a place on one machine, outside the "
@@ -289,7 +289,7 @@ def check_part(part, student=False):
 
 def check_page(path, text=None):
     """Every problem of one page (`text`: its content, read from `path` when None)."""
-    student = _name(path) in STUDENT_PAGES
+    student = page_name(path) in STUDENT_PAGES
     return [problem for part in parts(path, text) for problem in check_part(part, student)]
 
 
@@ -327,7 +327,7 @@ def fill():
     """Sets every tagged number to its source's value (after a new reference run); read the text again after."""
     for path in documents():
         if _rewrite(path, _filled):
-            print(f"filled the tagged numbers of {_name(path)}")
+            print(f"filled the tagged numbers of {page_name(path)}")
 
 
 def write():
@@ -335,7 +335,7 @@ def write():
         lambda match: match.group(1) + TABLES[match["name"]](None) + "\n" + match.group(4), text)
     for path in documents():
         if _rewrite(path, table):
-            print(f"wrote the tables of {_name(path)}")
+            print(f"wrote the tables of {page_name(path)}")
 
 
 def main(argv=None):

@@ -92,7 +92,7 @@ def test_the_formats():
 
 
 def test_the_pages_a_student_reads_are_all_checked():
-    names = {doc_numbers._name(path) for path in doc_numbers.documents()}
+    names = {doc_numbers.page_name(path) for path in doc_numbers.documents()}
     assert {"README.md", "docs/students.md", "docs/handout_vision.md", "docs/lab_language.md",
             "notebooks/vision.ipynb", "notebooks/language.ipynb"} <= names
     assert set(doc_numbers.STUDENT_PAGES) <= names

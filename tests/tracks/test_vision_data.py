@@ -167,12 +167,12 @@ def test_a_distractor_is_a_piece_of_another_class_never_of_the_images_own(monkey
         labels = np.full(n, label, np.int32)
         seen = set()
 
-        def spy(piece_label, *args, pattern=synthetic._pattern):
+        def spy(piece_label, *args, pattern=synthetic.pattern):
             seen.add(piece_label)
             return pattern(piece_label, *args)
 
-        monkeypatch.setattr(synthetic, "_pattern", spy)
-        painted = synthetic._paint_distractors(np.random.default_rng(label), labels,
+        monkeypatch.setattr(synthetic, "pattern", spy)
+        painted = synthetic.paint_distractors(np.random.default_rng(label), labels,
                                                np.full((n, size, size, 3), 0.5, np.float32), base, xx, yy, 3)
         monkeypatch.undo()
         assert seen == set(range(10)) - {label}  # every other class, and never its own

@@ -131,7 +131,7 @@ def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
     for label in range(len(SYNTHETIC_CLASS_NAMES)):
         pick = labels == label
         if pick.any():
-            mask[pick] = _pattern(label, u[pick], v[pick], distance[pick], square_distance[pick], window[pick],
+            mask[pick] = pattern(label, u[pick], v[pick], distance[pick], square_distance[pick], window[pick],
                                   wave[pick], phase[pick], radius[pick], thickness[pick])
     # Colours and background resemble natural images, as CIFAR-10's do: the
     # channels move together (brightness dominates: RGB correlation ~0.9), and
@@ -166,7 +166,7 @@ def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
         opacity = np.exp(rng.uniform(np.log(faintest_object), 0.0, (n, 1, 1, 1)))
         mask = mask * np.where(faint, opacity, 1.0).astype(f32)
     if distractors:  # under the object, from their own stream: the rest of the image is unchanged
-        image = _paint_distractors(rng.spawn(1)[0], labels, image, base, xx, yy, distractors)
+        image = paint_distractors(rng.spawn(1)[0], labels, image, base, xx, yy, distractors)
     image += mask * (foreground - image)  # paint the pattern over the background
     # Pixel noise, uniform with std 0.04 (uniform numbers are several times cheaper).
     image += (rng.random(image.shape, dtype=f32) - 0.5) * (0.04 * np.sqrt(12.0))
@@ -174,7 +174,7 @@ def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
     return np.clip(np.rint(image, out=image), 0, 255).astype(np.uint8)
 
 
-def _pattern(label, U, V, D, SD, W, k, p, r, t):
+def pattern(label, U, V, D, SD, W, k, p, r, t):
     """The opacity mask of class `label`'s pattern: u along its axis, v across it, D and SD the round and
     square distances from its centre, W its texture's window, k its wave number, p its phase, r its radius,
     t a line's half thickness (arrays of one shape, or broadcasting)."""
@@ -199,7 +199,7 @@ def _pattern(label, U, V, D, SD, W, k, p, r, t):
     return _sharp(0.45 * r - np.maximum(np.maximum(edges[0], edges[1]), edges[2]), 0.5)
 
 
-def _paint_distractors(rng, labels, image, base, xx, yy, count):
+def paint_distractors(rng, labels, image, base, xx, yy, count):
     """`image` with `count` pieces of other classes' patterns painted in a random half of the images.
 
     Each piece: a class other than the image's own, a centre anywhere (2-30 in 32x32 units), radius
@@ -227,7 +227,7 @@ def _paint_distractors(rng, labels, image, base, xx, yy, count):
         for label in range(len(SYNTHETIC_CLASS_NAMES)):
             pick = other == label
             if pick.any():
-                mask[pick] = _pattern(label, u[pick], v[pick], distance[pick], square_distance[pick],
+                mask[pick] = pattern(label, u[pick], v[pick], distance[pick], square_distance[pick],
                                       window[pick], wave[pick], phase[pick], radius[pick], thickness[pick])
         contrast = rng.uniform(0.08, 0.3, (n, 1, 1)).astype(f32) * np.where(
             rng.random((n, 1, 1)) < 0.5, -1.0, 1.0).astype(f32)
