@@ -26,7 +26,14 @@ import keras
 import tensorflow as tf
 
 from tracks.common.config import STRATEGIES
-from tracks.common.process_setup import check_strategy, cpu_has_bf16, read_environment, thread_spinning
+from tracks.common.process_setup import (
+    check_strategy,
+    cpu_has_bf16,
+    cpu_settings_in_effect,
+    describe_cpu_settings,
+    read_environment,
+    thread_spinning,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +44,7 @@ class Runtime:
     xla: bool
     strategy_name: str
     strategy: object = dataclasses.field(repr=False, compare=False)
+    cpu_settings: dict | None = None  # process_setup.cpu_settings_in_effect(), on a CPU
 
     @property
     def num_replicas(self):
@@ -56,6 +64,7 @@ class Runtime:
             "strategy": self.strategy_name,
             "replicas": self.num_replicas,
             "thread_spinning": thread_spinning(),
+            **({"cpu_settings": self.cpu_settings} if self.cpu_settings else {}),
             "versions": versions(),
         }
 
@@ -154,12 +163,14 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
     strategy_object = make_strategy(strategy, cpu_replicas)  # before devices initialise
     keras.utils.set_random_seed(seed)
     gpus = _gpu_details()
+    cpu_settings = None
     if gpus:
         name, capability = gpus[0]
         device = f"{len(gpus)} x GPU {name} (compute capability {capability})"
         bf16_ok = capability is not None and tuple(capability) >= (8, 0)
     else:
-        device = f"CPU ({os.cpu_count()} cores)"
+        cpu_settings = cpu_settings_in_effect()
+        device = f"CPU ({os.cpu_count()} cores, {describe_cpu_settings(cpu_settings)})"
         bf16_ok = cpu_bf16 and cpu_has_bf16()
     if precision == "auto":
         precision = "bf16" if bf16_ok else "fp32"
@@ -173,4 +184,5 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
         xla=use_xla,
         strategy_name=strategy,
         strategy=strategy_object,
+        cpu_settings=cpu_settings,
     )

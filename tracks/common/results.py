@@ -171,7 +171,8 @@ class RunResults(_Record):
         dataset, dataset_title, banner: the data (name, as a reader names it,
             the fallback's warning or None).
         preset, device, precision, replicas, strategy, xla, versions,
-            thread_spinning: how the run ran (device_setup.Runtime.describe).
+            thread_spinning, cpu_settings: how the run ran (device_setup.Runtime.describe;
+            cpu_settings: the CPU's kind and TensorFlow's oneDNN setting, process_setup.cpu_settings_in_effect).
         seeds, seed_runs: a `--seeds` run's seeds and their directories.
         best_model: {"id", "val_loss"} of the model saved as best_model.keras.
         schema: the format's version (SCHEMA).
@@ -195,6 +196,7 @@ class RunResults(_Record):
     xla: Optional[bool] = omitted_if_none()
     versions: Optional[dict] = omitted_if_none()
     thread_spinning: Any = omitted_if_none()
+    cpu_settings: Optional[dict] = omitted_if_none()
     seeds: Optional[list] = omitted_if_none()
     seed_runs: Optional[dict] = omitted_if_none()
     best_model: Optional[dict] = omitted_if_none()
