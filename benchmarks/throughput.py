@@ -3,6 +3,7 @@
     python benchmarks/throughput.py                 # ResNet-20, ResNet-56, baby char GPT
     python benchmarks/throughput.py --peers         # + the PyTorch peers, alternated
     python benchmarks/throughput.py --models chargpt --xla off --steps-per-execution 1
+    python benchmarks/throughput.py --emulate-isa avx2 --peers   # as on an AVX2 CPU (benchmarks/emulate_isa.py)
 
 Each model is built, compiled and trained by the tracks' own code
 (`tracks.vision.experiment` / `tracks.language.experiment`: the same builder,
@@ -10,14 +11,23 @@ optimizer, loss, XLA and precision settings, `model.fit` on the tracks' tf.data
 pipelines with augmentation), so the numbers are what a track run gets.
 Warm-up steps (including compilation) are timed separately and left out.
 
-With `--peers`, the PyTorch eager scripts in ../shared/bench (or
---peer-dir) and the same models under `torch.compile`
-(benchmarks/torch_compiled_peer.py; with `--precision bf16` both peers run
-there under `torch.autocast` to bfloat16) run in subprocesses between our timed
-segments: ours, eager, compiled, ours, eager, compiled, ... so all see the
-same machine state; each ratio reported is the median over the rounds. The
-peers use a fixed in-memory batch and no input pipeline; ours includes the
-tf.data pipeline.
+With `--peers` (`pip install torch==2.13.0`), the PyTorch peers of this
+folder (benchmarks/torch_resnet20.py and benchmarks/torch_chargpt.py: the
+same networks, optimizers and schedules as the tracks', each documented
+there), eager and under `torch.compile` (benchmarks/torch_compiled_peer.py;
+with `--precision bf16` both peers run under `torch.autocast` to bfloat16),
+run in subprocesses between our timed segments: ours, eager, compiled, ours,
+eager, compiled, ... so all see the same machine state; each ratio reported
+is the median over the rounds. The peers use a fixed in-memory batch and no
+input pipeline; ours includes the tf.data pipeline. Each peer reports its
+trainable parameters, and a peer whose count differs from our model's is an
+error, not a ratio.
+
+`--emulate-isa avx2` runs every measured process (ours, the peers, the
+peak) with the instruction-set caps of benchmarks/emulate_isa.py, as on a
+CPU with AVX2 and no AVX-512; the package then sets itself up as on such a
+CPU (tracks/common/process_setup.py: `apply_cpu_settings`). The JSON's
+`meta.emulated_isa` and each model's `cpu_settings` say so.
 
 Each model's work per image / token is counted from its architecture
 (benchmarks/flops.py), and set against this machine's fp32 peak, measured
@@ -44,6 +54,7 @@ from benchmarks.flops import (  # noqa: E402  (after the path is set)
     char_gpt_forward_flops,
     cifar_resnet_forward_flops,
 )
+from benchmarks.emulate_isa import EMULATIONS, emulated_environment  # noqa: E402
 from tracks.common.process_setup import BF16_CPU_FLAGS  # noqa: E402  (standard library only: no TensorFlow)
 
 MODELS = {
@@ -62,7 +73,9 @@ LANGUAGE_SHAPES = {  # name: (layers, width, heads, block, batch)
     "chargpt": (4, 128, 4, 64, 12),
     "chargpt-6x384": (6, 384, 6, 256, 64),
 }
-COMPILED_PEER = pathlib.Path(__file__).with_name("torch_compiled_peer.py")
+# A text of exactly this many distinct characters stands in for Tiny Shakespeare (the GPT's vocabulary, 65):
+# the step's cost depends on the shapes, not on the text; the benchmark reads no file outside the repository.
+BENCHMARK_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ \n.,;:!?'-&$3"
 
 
 def parse_args(argv=None):
@@ -78,7 +91,9 @@ def parse_args(argv=None):
     parser.add_argument("--steps-per-execution", type=int, default=None,
                         help="default: the tracks' presets (quick)")
     parser.add_argument("--peers", action="store_true", help="also run the PyTorch peers, alternated with ours")
-    parser.add_argument("--peer-dir", default=str(ROOT.parent / "shared" / "bench"))
+    parser.add_argument("--emulate-isa", choices=sorted(EMULATIONS), default=None,
+                        help="run ours, the peers and the peak capped to this instruction set "
+                             "(benchmarks/emulate_isa.py: an AVX2 CPU on an AVX-512 machine)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for the peers")
     parser.add_argument("--competing", type=int, default=0, metavar="N",
                         help="a shared machine: each round also times ours (and the eager peer) while N "
@@ -122,7 +137,6 @@ def language_setup(name, args):
 
     from tracks.common.track import RunContext
     from tracks.language import experiment
-    from tracks.language.data import load_text_data
     from tracks.language.pipeline import make_lm_datasets
     from tracks.language.presets import PRESETS
 
@@ -131,9 +145,7 @@ def language_setup(name, args):
                                  warmup_variants=("pre",),
                                  embed_dim=width, num_heads=heads, sequence_length=block, batch_size=batch,
                                  xla=args.xla, precision=args.precision, **_spe(args))
-    shakespeare = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-    source = f"text:{shakespeare}" if shakespeare.exists() else "pydoc"  # vocabulary 65, else 103
-    data = load_text_data(source, log=lambda message: None, sequence_length=config.sequence_length)
+    data = benchmark_text(config.sequence_length)
     train_ds, _ = make_lm_datasets(data, config.sequence_length, config.batch_size, seed=0)
     spec = experiment.LanguageSpec("pre", layers, 0)
 
@@ -145,25 +157,41 @@ def language_setup(name, args):
     return config, build, train_ds, config.batch_size * config.sequence_length, "tokens"
 
 
+def benchmark_text(sequence_length, characters=300_000):
+    """The language track's `TextData` of a random text over `BENCHMARK_ALPHABET` (vocabulary 65)."""
+    import tempfile
+
+    import numpy as np
+
+    from tracks.language.data import load_text_data
+
+    codes = np.random.default_rng(0).integers(0, len(BENCHMARK_ALPHABET), characters)
+    text = BENCHMARK_ALPHABET + "".join(BENCHMARK_ALPHABET[code] for code in codes)  # every character once
+    with tempfile.TemporaryDirectory() as directory:
+        path = pathlib.Path(directory) / "benchmark.txt"
+        path.write_text(text, encoding="utf-8")
+        return load_text_data(f"text:{path}", log=lambda message: None, sequence_length=sequence_length)
+
+
 def _spe(args):
     return {} if args.steps_per_execution is None else {"steps_per_execution": args.steps_per_execution}
 
 
-def run_peer(script, args, name, compiled=False, bf16=False):
+def run_peer(script, args, name, compiled=False, bf16=False, parameters=None):
     """(rate, compile seconds or None) of one peer run in a subprocess; `bf16`: under bfloat16 autocast,
-    like with like when ours runs in mixed_bfloat16 (the eager scripts have no autocast: their step is run by
-    torch_compiled_peer.py --eager)."""
-    if compiled or bf16:
-        command = [sys.executable, str(COMPILED_PEER), name, "--peer-dir", args.peer_dir]
-        command += ([] if compiled else ["--eager"]) + (["--autocast", "bf16"] if bf16 else [])
-    else:
-        command = [sys.executable, str(pathlib.Path(args.peer_dir) / script)]
+    like with like when ours runs in mixed_bfloat16. `parameters`: our model's trainable parameters, which
+    the peer's must equal (`RuntimeError` otherwise: a ratio between different models means nothing)."""
+    command = [sys.executable, str(pathlib.Path(__file__).with_name(script))]
+    command += (["--compile"] if compiled else []) + (["--autocast", "bf16"] if bf16 else [])
     command += ["--threads", str(args.threads)]
     command += ["--steps", "20"] if name == "resnet20" else ["--steps", "150"]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if finished.returncode != 0:
         raise RuntimeError(f"peer {command[1]} failed: {finished.stderr[-500:]}")
     result = json.loads(finished.stdout.strip().splitlines()[-1])
+    if parameters is not None and result["parameters"] != parameters:
+        raise RuntimeError(f"peer {script} trains {result['parameters']:,} parameters, ours {parameters:,}: "
+                           f"not the same model")
     rate = result["images_per_s"] if "images_per_s" in result else result["tokens_per_s"]
     return rate, result.get("compile_s")
 
@@ -195,6 +223,8 @@ class Competitors:
 
 
 def measure(name, args, peers_available):
+    import numpy as np
+
     from tracks.common.process_setup import configure_process, read_environment
 
     configure_process(read_environment())  # as a track's command does: pools that sleep, before any op
@@ -207,6 +237,7 @@ def measure(name, args, peers_available):
     runtime = setup_runtime(config.precision, config.xla, "none", seed=0,
                             cpu_xla=_cpu_xla_default(track))
     model = build(runtime)
+    parameters = sum(int(np.prod(weight.shape)) for weight in model.trainable_weights)
     spe = config.steps_per_execution
     steps = args.steps or (16 if track == "vision" else 120)
     steps = max(spe, steps - steps % spe)
@@ -228,15 +259,15 @@ def measure(name, args, peers_available):
     for _ in range(rounds):
         ours.append(segment())
         if with_peer:
-            eager.append(run_peer(peer, args, name, bf16=bf16)[0])
-            rate, seconds = run_peer(peer, args, name, compiled=True, bf16=bf16)
+            eager.append(run_peer(peer, args, name, bf16=bf16, parameters=parameters)[0])
+            rate, seconds = run_peer(peer, args, name, compiled=True, bf16=bf16, parameters=parameters)
             compiled.append(rate)
             compile_seconds_peer.append(seconds)
         if args.competing:
             with Competitors(args.competing):
                 ours_loaded.append(segment())
                 if with_peer:
-                    eager_loaded.append(run_peer(peer, args, name, bf16=bf16)[0])
+                    eager_loaded.append(run_peer(peer, args, name, bf16=bf16, parameters=parameters)[0])
     rate = statistics.median(ours)
     result = {
         "model": name,
@@ -249,6 +280,8 @@ def measure(name, args, peers_available):
         "precision": runtime.precision,
         "steps_per_execution": spe,
         "device": runtime.device,
+        "cpu_settings": runtime.cpu_settings,
+        "parameters": parameters,
         "segments": [round(r, 1) for r in ours],
         f"training_flops_per_{unit[:-1]}": flops_per_unit,
         "gflops": round(rate * flops_per_unit / 1e9, 1),
@@ -325,6 +358,8 @@ def _cpu_xla_default(track):
 
 def main(argv=None):
     args = parse_args(argv)
+    load_before = os.getloadavg()
+    print(f"load average (1, 5, 15 min): {', '.join(f'{value:.2f}' for value in load_before)}")
     peers_available = False
     if args.peers:
         peers_available = _torch_importable()
@@ -334,15 +369,17 @@ def main(argv=None):
         cpu = cpu_identity(pathlib.Path("/proc/cpuinfo").read_text())
     except OSError:
         cpu = {}
-    print(f"CPU: {describe_cpu(cpu)} ({os.cpu_count()} cores)")
+    environment = emulated_environment(args.emulate_isa)
+    emulated = f"; emulating {args.emulate_isa.upper()} (benchmarks/emulate_isa.py)" if args.emulate_isa else ""
+    print(f"CPU: {describe_cpu(cpu)} ({os.cpu_count()} cores){emulated}")
     print("fp32 peak (numpy's and TensorFlow's matrix products, 24 s) ...", flush=True)
-    peak_before = machine_peak()
+    peak_before = machine_peak(environment)
     print(f"fp32 peak: {describe_peak(peak_before)}")
     results = []
     for name in args.models:
         # One process per model: separate peak memory, no shared compilation caches.
         command = [sys.executable, __file__, "--_one", name, *_forward(argv if argv is not None else sys.argv[1:])]
-        finished = subprocess.run(command, capture_output=True, text=True)
+        finished = subprocess.run(command, capture_output=True, text=True, env=environment)
         lines = [line for line in finished.stdout.splitlines() if line.startswith("{")]
         if finished.returncode != 0 or not lines:
             print(f"{name}: failed\n{finished.stderr[-2000:]}")
@@ -350,10 +387,13 @@ def main(argv=None):
         results.append(json.loads(lines[-1]))
         results[-1]["fraction_of_peak"] = round(results[-1]["gflops"] / peak_before["best_gflops"], 3)
         print_table(results[-1:], header=not results[:-1])
-    peak_after = machine_peak()
+        print(f"  {name}: {results[-1]['device']}")
+    peak_after = machine_peak(environment)
     print(f"fp32 peak after the models: {describe_peak(peak_after)}")
-    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu": cpu, "peers": peers_available,
-            "fp32_peak_before": peak_before, "fp32_peak_after": peak_after}
+    print(f"load average after (1, 5, 15 min): {', '.join(f'{value:.2f}' for value in os.getloadavg())}")
+    meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu": cpu,
+            "emulated_isa": args.emulate_isa, "load_average_before": load_before, "load_average_after": os.getloadavg(),
+            "peers": peers_available, "fp32_peak_before": peak_before, "fp32_peak_after": peak_after}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
@@ -361,10 +401,11 @@ def main(argv=None):
     return 0
 
 
-def machine_peak():
-    """benchmarks/flops.py's fp32 peak, measured in a fresh process (no TensorFlow in this one)."""
+def machine_peak(environment=None):
+    """benchmarks/flops.py's fp32 peak, measured in a fresh process (no TensorFlow in this one), with
+    `environment` (an emulation's caps) if given."""
     finished = subprocess.run([sys.executable, str(pathlib.Path(__file__).with_name("flops.py"))],
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True, check=True, env=environment)
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 

@@ -9,7 +9,7 @@ from residual_keras.models import count_trainable_params, transformer_lm
 from residual_keras.transformer import TransformerBlock
 
 # nanoGPT's CPU "baby GPT": vocab 65, block 64, 4 layers, 4 heads, 128 wide.
-# Untied head with bias, like the PyTorch peer shared/bench/torch_chargpt.py:
+# Untied head with bias, like the PyTorch peer benchmarks/torch_chargpt.py:
 # tokens 65*128 + positions 64*128 + 4 * 198,272 per block + final LN 256
 # + head 128*65 + 65 = 818,241.
 BABY_GPT_PARAMS = 818_241

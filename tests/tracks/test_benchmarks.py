@@ -1,6 +1,13 @@
-"""benchmarks/: the FLOP counts behind the fraction-of-peak column, and the configs the benchmark builds."""
+"""benchmarks/: the FLOP counts behind the fraction-of-peak column, the configs the benchmark builds, its
+PyTorch peers (in this folder, the sizes of our models) and its AVX2 emulation."""
+
+import pathlib
+import re
+import subprocess
+import types
 
 import numpy as np
+import pytest
 
 import residual_keras as rk
 from benchmarks.flops import char_gpt_forward_flops, cifar_resnet_forward_flops, fp32_matmul_peak
@@ -100,3 +107,96 @@ def test_the_cpu_is_named_by_its_first_processor_with_family_model_and_flags_of_
     assert cpu_identity("") == {} and describe_cpu({}) == "unknown"
     older = cpu_identity("cpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2\n")
     assert describe_cpu(older) == "AMD EPYC, family 25 model 17: none of avx2, avx512f, avx512_bf16, amx_bf16"
+
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+# Ways a script could name a place outside the repository: above its root, or an absolute directory.
+OUTSIDE = re.compile(r"""\.\./|ROOT\.parent|parents\[\d+\]\.parent|parents\[[2-9]\]|["'](/work|/home|/tmp|/root|~)"""
+                     r"""|shared/(bench|data)|["']shared["']""")
+
+
+def test_no_benchmark_script_names_a_path_outside_the_repository():
+    scripts = sorted(BENCHMARKS.glob("*.py")) + sorted(BENCHMARKS.glob("*.sh"))
+    assert len(scripts) >= 10
+    named = [f"{path.name}:{number}: {line.strip()}" for path in scripts
+             for number, line in enumerate(path.read_text().splitlines(), 1) if OUTSIDE.search(line)]
+    assert named == []
+    # The pattern finds what it is for (a guard against a pattern that matches nothing).
+    assert all(OUTSIDE.search(line) for line in ('ROOT.parent / "shared" / "bench"', "'../shared/bench'",
+                                                 'pathlib.Path("/work/shared/data")', "parents[2]"))
+
+
+def test_the_peers_run_from_this_folder(monkeypatch):
+    # What `--peers` runs: the scripts beside throughput.py, eager and compiled, and nothing else.
+    from benchmarks import throughput
+
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        line = '{"images_per_s": 100.0, "compile_s": 1.0, "parameters": 272474}'
+        return subprocess.CompletedProcess(command, 0, stdout=line + "\n", stderr="")
+
+    monkeypatch.setattr(throughput.subprocess, "run", fake_run)
+    args = throughput.parse_args(["--models", "resnet20", "--peers"])
+    assert throughput.run_peer("torch_resnet20.py", args, "resnet20", parameters=272474) == (100.0, 1.0)
+    throughput.run_peer("torch_resnet20.py", args, "resnet20", compiled=True, bf16=True)
+    scripts = [pathlib.Path(command[1]) for command in commands]
+    assert scripts == [BENCHMARKS / "torch_resnet20.py"] * 2 and all(path.exists() for path in scripts)
+    assert "--compile" in commands[1] and "--compile" not in commands[0]
+    with pytest.raises(RuntimeError, match="272,475 parameters, ours 272,474"):
+        monkeypatch.setattr(throughput.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+            command, 0, stdout='{"images_per_s": 1.0, "parameters": 272475}\n', stderr=""))
+        throughput.run_peer("torch_resnet20.py", args, "resnet20", parameters=272474)
+
+
+def test_the_peers_train_models_of_our_models_sizes():
+    # The comparison is between the same networks: each peer's trainable parameters equal those of the model
+    # the benchmark builds through the tracks (ResNet-20 with option-B shortcuts; the 4 x 128 char GPT).
+    pytest.importorskip("torch")
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    import torch_chargpt
+    import torch_resnet20
+
+    from benchmarks import throughput
+
+    args = throughput.parse_args(["--models", "resnet20,chargpt", "--xla", "off"])
+    ours = {}
+    for name, setup in (("resnet20", throughput.vision_setup), ("chargpt", throughput.language_setup)):
+        config, build, _, _, _ = setup(name, args)
+        runtime = types.SimpleNamespace(xla=False, steps_per_execution=lambda requested: requested)
+        model = build(runtime)
+        ours[name] = sum(int(np.prod(weight.shape)) for weight in model.trainable_weights)
+    assert ours == {"resnet20": 272_474, "chargpt": 818_241}
+    assert torch_resnet20.training_step(batch_size=2)[2] == ours["resnet20"]
+    assert torch_chargpt.training_step(batch_size=2)[2] == ours["chargpt"]
+
+
+def test_the_benchmark_text_has_the_gpts_vocabulary_of_65():
+    from benchmarks.throughput import BENCHMARK_ALPHABET, benchmark_text
+
+    assert len(set(BENCHMARK_ALPHABET)) == len(BENCHMARK_ALPHABET) == 65
+    assert benchmark_text(64, characters=5_000).vocab.size == 65
+
+
+def test_the_avx2_emulation_caps_every_library_and_the_package_reads_it():
+    from benchmarks.emulate_isa import emulated_environment
+    from tracks.common.process_setup import choose_cpu_settings, cpu_kind
+
+    environment = emulated_environment("avx2", {"XLA_FLAGS": "--xla_dump_to=x", "PATH": "/bin"})
+    assert {key: environment[key] for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                                              "OPENBLAS_CORETYPE")} == {
+        "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "OPENBLAS_CORETYPE": "Haswell"}
+    assert environment["XLA_FLAGS"].split() == ["--xla_dump_to=x", "--xla_cpu_max_isa=AVX2",
+                                                "--xla_cpu_experimental_ynn_fusion_type="]
+    assert environment["PATH"] == "/bin" and "TF_ENABLE_ONEDNN_OPTS" not in environment
+    assert emulated_environment(None, {"PATH": "/bin"}) == {"PATH": "/bin"}
+    with pytest.raises(ValueError, match="'avx1'"):
+        emulated_environment("avx1", {})
+    kind = cpu_kind(environ=environment)
+    if kind.isa != "unknown":  # a Linux x86 machine with AVX2 or newer: seen as an AVX2 CPU
+        assert (kind.isa, kind.tensorflow_onednn) == ("avx2", False)
+        assert choose_cpu_settings(kind, environment).variables == {"TF_ENABLE_ONEDNN_OPTS": "1"}
