@@ -24,10 +24,6 @@ from scripts import doc_numbers
 ROOT = doc_numbers.ROOT
 PRODUCT = ("README.md", "docs", "notebooks", "residual_keras", "tracks", "solutions", "tests/fixtures",
            "tests/exercise_fixtures", "pyproject.toml", "MANIFEST.in")
-# Files that name such paths today and are not this test's author's to change (issue 63's report asks
-# their owners): the reference runs record where their data were read (being regenerated, issue 66;
-# scripts/save_reference.py could write `folder:PATH`), and the sweep notes name the shared scratch.
-KNOWN = ("docs/reference/", "docs/experiments/language.md", "docs/experiments/vision.md")
 DATA_FIELDS = ("data", "dataset", "source")
 LOCAL_DATA = re.compile(r"^(?:folder|text):/")
 
@@ -77,18 +73,10 @@ def _problems(names):
 
 
 def test_no_product_file_names_a_path_outside_the_repository():
-    names = [name for name in product_files() if not name.startswith(KNOWN)]
+    names = product_files()
     assert len(names) > 200 and "notebooks/language.ipynb" in names
     problems = _problems(names)
     assert not problems, "\n".join(problems)
-
-
-@pytest.mark.xfail(strict=True, reason="docs/reference/ and docs/experiments/ name local paths today; when their "
-                                       "owners remove them this passes: then delete KNOWN")
-def test_the_known_exceptions_are_still_exceptions():
-    names = [name for name in product_files() if name.startswith(KNOWN)]
-    problems = _problems(names)
-    assert not problems, "\n".join(problems[:20])
 
 
 @pytest.mark.parametrize("name, text, expected", [
