@@ -25,10 +25,6 @@ MAX_DISTRACTORS = 16
 DEPTH_RULE = (lambda depth: (depth - 2) % 6 == 0, "depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ..., 1202)")
 
 
-def _help(text, **extra):
-    return dataclasses.field(default=None, metadata={"help": text, **extra})
-
-
 @dataclasses.dataclass(frozen=True)
 class VisionConfig(RuntimeOptions):
     """Everything that defines a vision run (written to config.json)."""
