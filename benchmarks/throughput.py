@@ -173,6 +173,23 @@ def benchmark_text(sequence_length, characters=300_000):
         return load_text_data(f"text:{path}", log=lambda message: None, sequence_length=sequence_length)
 
 
+def compiled_peer(script, args, name, bf16, parameters):
+    """(rate, compile seconds, None) of the torch.compile peer, or (None, None, the error) where it failed.
+
+    torch.compile can crash where eager PyTorch runs (PyTorch 2.13's compiled ResNet-20 on an Intel Xeon with
+    AMX, benchmarks/NOTES.md, issue 67): that is the peer's failure, reported in the JSON and on stderr, and
+    the benchmark goes on with ours and the eager peer."""
+    try:
+        rate, seconds = run_peer(script, args, name, compiled=True, bf16=bf16, parameters=parameters)
+    except RuntimeError as error:
+        if "parameters, ours" in str(error):  # a different model is our error, never the peer's
+            raise
+        message = str(error).strip()[-300:]
+        print(f"{name}: the torch.compile peer failed, no ratio against it: {message}", file=sys.stderr)
+        return None, None, message
+    return rate, seconds, None
+
+
 def _spe(args):
     return {} if args.steps_per_execution is None else {"steps_per_execution": args.steps_per_execution}
 
@@ -246,6 +263,7 @@ def measure(name, args, peers_available):
     model.fit(train_ds, epochs=1, steps_per_epoch=warmup, verbose=0)
     compile_seconds = time.perf_counter() - start
     ours, eager, compiled, compile_seconds_peer = [], [], [], []
+    compile_error = None
     ours_loaded, eager_loaded = [], []
     with_peer = args.peers and peer and peers_available
 
@@ -260,9 +278,13 @@ def measure(name, args, peers_available):
         ours.append(segment())
         if with_peer:
             eager.append(run_peer(peer, args, name, bf16=bf16, parameters=parameters)[0])
-            rate, seconds = run_peer(peer, args, name, compiled=True, bf16=bf16, parameters=parameters)
-            compiled.append(rate)
-            compile_seconds_peer.append(seconds)
+            if compile_error is None:
+                rate, seconds, compile_error = compiled_peer(peer, args, name, bf16, parameters)
+                if compile_error is None:
+                    compiled.append(rate)
+                    compile_seconds_peer.append(seconds)
+                else:  # no ratio against a peer that did not run, in any round
+                    compiled, compile_seconds_peer = [], []
         if args.competing:
             with Competitors(args.competing):
                 ours_loaded.append(segment())
@@ -294,6 +316,8 @@ def measure(name, args, peers_available):
             result[f"ratios_vs_{peer_name}"] = [round(r, 3) for r in ratios]
     if compile_seconds_peer:
         result["torch_compile_compile_s"] = compile_seconds_peer
+    if compile_error:
+        result["torch_compile_error"] = compile_error
     for who, quiet, loaded in (("ours", ours, ours_loaded), ("torch_eager", eager, eager_loaded)):
         if loaded:  # the slowdown of each round: its quiet segment over its loaded one
             slowdowns = [q / l for q, l in zip(quiet, loaded)]

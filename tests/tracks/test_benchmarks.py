@@ -150,6 +150,24 @@ def test_the_peers_run_from_this_folder(monkeypatch):
         throughput.run_peer("torch_resnet20.py", args, "resnet20", parameters=272474)
 
 
+def test_a_crashed_torch_compile_peer_is_reported_not_a_crash_of_the_benchmark(monkeypatch, capsys):
+    from benchmarks import throughput
+
+    def crashed(command, **kwargs):
+        return subprocess.CompletedProcess(command, -6, stdout="", stderr="corrupted size vs. prev_size\n")
+
+    monkeypatch.setattr(throughput.subprocess, "run", crashed)
+    args = throughput.parse_args(["--models", "resnet20", "--peers"])
+    rate, seconds, error = throughput.compiled_peer("torch_resnet20.py", args, "resnet20", False, 272474)
+    assert (rate, seconds) == (None, None) and "corrupted size" in error
+    assert "torch.compile peer failed" in capsys.readouterr().err
+    # A peer of another size is never excused: that is a wrong comparison, not the peer's crash.
+    monkeypatch.setattr(throughput.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, 0, stdout='{"images_per_s": 1.0, "parameters": 5}\n', stderr=""))
+    with pytest.raises(RuntimeError, match="parameters, ours"):
+        throughput.compiled_peer("torch_resnet20.py", args, "resnet20", False, 272474)
+
+
 def test_the_peers_train_models_of_our_models_sizes():
     # The comparison is between the same networks: each peer's trainable parameters equal those of the model
     # the benchmark builds through the tracks (ResNet-20 with option-B shortcuts; the 4 x 128 char GPT).
