@@ -5,7 +5,7 @@ docs/reference/<run>/ (tests/tracks/test_doc_numbers.py runs the check):
 
 - a generated table, between `<!-- table: NAME -->` and `<!-- end table -->`:
   `python scripts/doc_numbers.py --write` writes it from the reference runs
-  (scripts/reference_runs.py's TABLES say how), and the check fails when the text differs;
+  (scripts/reference_tables.py's TABLES say how), and the check fails when the text differs;
 - a number in the text, followed by a tag naming its source:
   `57.9%<!-- ref vision-cifar10-s0 models.plain-32.train_error % -->`. The
   path walks results.json (`models.ID` picks a model by its id; a number a
@@ -53,7 +53,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `scripts.reference_runs` and the tracks, run from a checkout
 from scripts.reference_runs import (  # noqa: E402
-    REFERENCE, TABLES, TEXT_FORMATS, SourceError, config_keys, formatted, lookup)
+    REFERENCE, TEXT_FORMATS, SourceError, config_keys, formatted, lookup)
+from scripts.reference_tables import TABLES  # noqa: E402
 
 TAG = re.compile(r"<!-- ref (?P<run>[\w./-]+) (?P<path>\S+) (?P<format>\S+) -->")
 TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end table -->)", re.S)

@@ -2,7 +2,7 @@
 
 A new track is a folder (tracks/<name>/ with track.py and __main__.py) and
 its line here. `python -m tracks` lists these, the docs scripts read a
-reference run's findings through them (scripts/reference_runs.py), and the
+reference run's findings through them (scripts/reference_tables.py), and the
 tests run each one through the same contract (tests/tracks/test_track_contract.py).
 Nothing here imports a track until it is asked for.
 """

@@ -162,7 +162,7 @@ def test_a_growth_factor_away_from_the_findings_is_reported(new, expected):
 
 def test_the_growth_tag_gives_the_findings_own_factor():
     """The lab sheet's x1.07 is the figure the finding "Gradient gain against depth" prints."""
-    from scripts.reference_runs import findings_list
+    from scripts.reference_tables import findings_list
 
     factor = doc_numbers.formatted(doc_numbers.lookup(
         "vision-cifar10-s0", "initialisation.residual-32.gradient_gain/initialisation.residual-8.gradient_gain"),

@@ -8,6 +8,7 @@ from tracks.common.findings import finding_lines, scientific
 from tracks.language import findings as language
 from tracks.language.results import LanguageResults
 from tracks.vision import findings as vision
+from tracks.vision import trained_net_findings as trained_net
 from tracks.vision.results import VisionResults
 
 
@@ -103,9 +104,9 @@ def _lesion(intact, lesioned):
 
 def test_one_block_barely_matters_needs_eighty_percent_above_chance():
     kept = _vision({("residual", 44): 0.3}, extra={("residual", 44): _lesion(0.80, [0.78, 0.77, None, 0.75])})
-    assert vision.one_block_barely_matters(kept).holds
+    assert trained_net.one_block_barely_matters(kept).holds
     broken = _vision({("residual", 14): 0.3}, extra={("residual", 14): _lesion(0.774, [0.374, 0.134, 0.5])})
-    found = vision.one_block_barely_matters(broken)
+    found = trained_net.one_block_barely_matters(broken)
     assert not found.holds and "median 37.4%" in found.text and "worst 13.4%" in found.text
 
 
@@ -117,10 +118,10 @@ def _deletion(intact, means):
 def test_deletion_contrast_residual_must_keep_more_at_every_k():
     extra = {("residual", 44): _deletion(0.8, [0.75, 0.7, 0.6, 0.4]),
              ("plain", 44): _deletion(0.6, [0.2, 0.12, 0.1, 0.1])}
-    found = vision.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra))
+    found = trained_net.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra))
     assert found.holds and "k = 1, 2, 4, 8 of 19" in found.text
     extra[("plain", 44)] = _deletion(0.6, [0.58, 0.57, 0.56, 0.5])
-    assert not vision.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra)).holds
+    assert not trained_net.deletion_contrast(_vision({("residual", 44): 0.3, ("plain", 44): 0.5}, extra=extra)).holds
 
 
 def test_deletion_contrast_makes_no_claim_when_a_net_never_left_chance():
@@ -128,11 +129,11 @@ def test_deletion_contrast_makes_no_claim_when_a_net_never_left_chance():
     # at k = 8 (10.6%: 0.375 of 1.6 points) beat the residual net's by noise and the claim failed.
     extra = {("residual", 56): _deletion(0.714, [0.654, 0.525, 0.349, 0.144]),
              ("plain", 56): _deletion(0.116, [0.113, 0.103, 0.106, 0.106])}
-    found = vision.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra))
+    found = trained_net.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra))
     assert found.holds is None and "plain-56 never left chance" in found.text and "residual-56 65.4%" in found.text
     # Just above the line (5 points), the comparison is made again.
     extra[("plain", 56)] = _deletion(0.151, [0.11, 0.10, 0.10, 0.10])
-    assert vision.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra)).holds
+    assert trained_net.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra)).holds
 
 
 def test_short_paths_from_the_gradient_share():
@@ -140,11 +141,11 @@ def test_short_paths_from_the_gradient_share():
     lengths = list(range(n + 1))
     short = [0.2, 0.3, 0.3, 0.1, 0.05, 0.05, 0, 0, 0, 0, 0]
     extra = {("residual", 62): {"ensemble": {"paths": {"lengths": lengths, "gradient_share": short}}}}
-    found = vision.short_paths(_vision({("residual", 62): 0.3}, extra=extra))
+    found = trained_net.short_paths(_vision({("residual", 62): 0.3}, extra=extra))
     assert found.holds and "90% of the gradient comes through paths of 0-4" in found.text
     binomial = [math.comb(n, k) / 2**n for k in lengths]
     extra[("residual", 62)]["ensemble"]["paths"]["gradient_share"] = binomial[::-1]  # long paths dominate
-    assert not vision.short_paths(_vision({("residual", 62): 0.3}, extra=extra)).holds
+    assert not trained_net.short_paths(_vision({("residual", 62): 0.3}, extra=extra)).holds
 
 
 def _language(losses, extra=None):
@@ -235,22 +236,22 @@ def test_smoother_landscape_compares_the_non_convex_share_of_the_plain_twin():
 
     smooth = _vision({("plain", 32): 0.3, ("residual", 32): 0.2},
                      extra={("plain", 32): grid(0.4), ("residual", 32): grid(0.05)})
-    found = vision.smoother_landscape(smooth)
+    found = trained_net.smoother_landscape(smooth)
     assert found.holds and "5% of the plane non-convex" in found.text and "40%" in found.text
     rough = _vision({("plain", 32): 0.3, ("residual", 32): 0.2},
                     extra={("plain", 32): grid(0.05), ("residual", 32): grid(0.05)})
-    assert not vision.smoother_landscape(rough).holds  # equal is not smoother
-    assert vision.smoother_landscape(_vision({("residual", 32): 0.2}, extra={("residual", 32): grid(0.1)})) is None
+    assert not trained_net.smoother_landscape(rough).holds  # equal is not smoother
+    assert trained_net.smoother_landscape(_vision({("residual", 32): 0.2}, extra={("residual", 32): grid(0.1)})) is None
     # Convex is not flat: a more convex plane around a sharper minimum is said to be both.
     sharp = {"landscape": {**grid(0.05)["landscape"], "curvature": 23.5}}
-    found = vision.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+    found = trained_net.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
                                               extra={("plain", 32): grid(0.4), ("residual", 32): sharp}))
     assert found.holds and "its minimum is the sharper one" in found.text and "23.5 against 10" in found.text
     flat = {"landscape": {**grid(0.05)["landscape"], "curvature": 4.0}}
-    found = vision.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
+    found = trained_net.smoother_landscape(_vision({("plain", 32): 0.3, ("residual", 32): 0.2},
                                               extra={("plain", 32): grid(0.4), ("residual", 32): flat}))
     assert "its minimum is the flatter one" in found.text
-    assert "sharper" not in vision.smoother_landscape(smooth).text  # equal curvatures: no sharpness claim
+    assert "sharper" not in trained_net.smoother_landscape(smooth).text  # equal curvatures: no sharpness claim
 
 
 def _nonorm(errors, diverged=()):
@@ -298,5 +299,5 @@ def test_short_paths_of_a_dead_network_is_a_measurement_not_a_crash():
     dead = VisionResults.from_json({"models": [{"id": "preact-zero-nonorm-56", "variant": "preact-zero-nonorm",
                                                 "depth": 56, "ensemble": {"paths": {"lengths": list(range(28)),
                                                                                    "gradient_share": [0.0] * 28}}}]})
-    found = vision.short_paths(dead, "preact-zero-nonorm")
+    found = trained_net.short_paths(dead, "preact-zero-nonorm")
     assert found.holds is None and "a dead network" in found.text

@@ -53,6 +53,11 @@ def entries_by(results, key, *, variant=None, warmup=None):
     return found
 
 
+def chance_accuracy(num_classes):
+    """A classifier's accuracy by chance: one class in `num_classes` (10 when unknown)."""
+    return 1.0 / (num_classes or 10)
+
+
 def percent(value):
     return f"{100 * value:.1f}%"
 

@@ -18,9 +18,9 @@ Thresholds, stated once:
   residual MLP's loss plane is non-convex than of its plain twin's.
 
 Veit et al.'s and Li et al.'s claims are those of the vision track
-(tracks/vision/findings.py), with its threshold. Each claim gives its margin:
-by how much it is met (positive when it holds), which `--seeds` compares with
-the spread.
+(tracks/vision/trained_net_findings.py), with its threshold. Each claim
+gives its margin: by how much it is met (positive when it holds), which
+`--seeds` compares with the spread.
 """
 
 import numpy as np

@@ -56,5 +56,7 @@ _TABLE = (
 VARIANTS = {variant.name: variant for variant in _TABLE}
 VARIANT_HELP = "; ".join(f"{variant.name}: {variant.help}" for variant in _TABLE)
 PLAIN_VARIANTS = tuple(variant.name for variant in _TABLE if variant.plain)
+# The plain twin each residual variant is compared with.
+PLAIN_TWIN = {variant.name: variant.plain_twin for variant in _TABLE if variant.plain_twin}
 
-__all__ = ["PLAIN_VARIANTS", "VARIANTS", "VARIANT_HELP", "Variant"]
+__all__ = ["PLAIN_TWIN", "PLAIN_VARIANTS", "VARIANTS", "VARIANT_HELP", "Variant"]
