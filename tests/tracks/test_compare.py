@@ -243,3 +243,25 @@ def test_compare_orders_ids_of_any_shape_and_accepts_the_nonorm_reference(capsys
     code, out, err = run_cli(vision_main, ["compare", reference, reference], capsys)
     assert code == 0, err
     assert "fixup-56 training error" in out and "outside" not in out.split("fixup-56 training error")[1].splitlines()[0]
+
+
+def test_each_track_names_its_own_setup_fields_and_compare_notes_them(tmp_path, capsys):
+    """compare knows no track: the fields a run's setup differs in come from the track (`Track.setup_fields`)."""
+    import dataclasses
+
+    from tracks.registry import TRACKS, track
+
+    for name in TRACKS:
+        declared = track(name).setup_fields
+        fields = {field.name for field in dataclasses.fields(track(name).config_cls)}
+        assert set(declared) <= {"training", "diagnose"} and declared, name
+        assert {field for kind in declared.values() for field in kind} <= fields, name
+    reference = _run(tmp_path / "reference", {"plain-8": 0.45, "residual-8": 0.40}, {})
+    run = _run(tmp_path / "run", {"plain-8": 0.44, "residual-8": 0.41}, {})
+    for path, epochs, seed in ((reference, 10, 0), (run, 12, 3)):
+        config = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**config, "epochs": epochs, "seed": seed}))
+    code, out, err = run_cli(vision_main, ["compare", run, reference], capsys)
+    assert code == 0, err
+    assert "note: the runs differ in epochs: the bands are for the reference's setup" in out  # vision's own field
+    assert "seed" not in out.split("note:")[1].split("\n")[0]  # the seed changes no setup

@@ -22,8 +22,9 @@ other data (`data_differences`).
 
 Each track says which figures it has (`track.parts.figures(results)`: name ->
 (value, unit)), which findings (`track.parts.findings(results)`: the track's
-Finding list) and how a reader names its data (`track.parts.data_title`); this
-module knows no track.
+Finding list), how a reader names its data (`track.parts.data_title`) and
+which of its config fields change what a run measures (`track.setup_fields`);
+this module knows no track.
 """
 
 import math
@@ -39,13 +40,9 @@ from tracks.common.run_dir import RunFileError, read_json
 UNITS = {"percent": "percent", "nats": "float", "ratio": "ratio", "fraction": "percent"}
 LOWER_BOUND = "lower bound"  # the unit of a power-iteration estimate that did not converge: shown "≥ value"
 
-# The config fields that change what a run measures, per kind of run (the others, such as
-# the seed, the data directory or XLA, are printed or do not change the numbers).
-SETUP_FIELDS = {
-    "training": ("preset", "variants", "depths", "epochs", "steps", "synthetic_faintest"),
-    "diagnose": ("preset", "variants", "depths", "width", "embed_dim", "init", "layer_norm_epsilon",
-                 "instrument_images", "instrument_sequences", "sequence_length"),
-}
+# The config fields that change what any track's run measures; a track adds its own, per kind of run
+# (`Track.setup_fields`). The others, such as the seed, the data directory or XLA, do not change the numbers.
+SETUP_FIELDS = ("preset", "variants", "depths")
 KIND_TEXT = {"training": "a training run", "diagnose": "a diagnose run (networks at initialisation, nothing trained)"}
 
 
@@ -262,7 +259,7 @@ def compare_command(track, argv):
     same_data, data_sentence = data_differences(_fingerprint(reference, reference_config),
                                                 _fingerprint(run, run_config), title_of)
     log(f"data: {data_sentence}")
-    differences = [key for key in SETUP_FIELDS[kind]
+    differences = [key for key in (*SETUP_FIELDS, *track.setup_fields.get(kind, ()))
                    if reference_config.get(key) != run_config.get(key) and key in reference_config]
     if not same_data:
         differences.insert(0, "data")

@@ -227,6 +227,9 @@ class Track:
     # slower at the CPU presets' widths (benchmarks/NOTES.md, issue 53)
     cpu_bf16: bool = False
     cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: device_setup.py)
+    # Its config fields, besides preset, variants and depths, that change what a run measures, per kind of run
+    # ("training", "diagnose"): `compare` says when a run and its reference differ in one.
+    setup_fields: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
 
     @property
     def prog(self):

@@ -87,11 +87,6 @@ exec "$PYTHON" -m tracks.exercises.autograder --root "$ROOT" --config "$SOURCE/a
 """
 
 
-def _fail(message):
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    return 2
-
-
 def parse_exercises(text):
     """[numbers] of `--exercises 1,3,5`; ValueError in one line for anything else."""
     numbers = []

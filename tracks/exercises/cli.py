@@ -33,6 +33,7 @@ import sys
 import tempfile
 
 from tracks.common.checks import nearest_existing
+from tracks.common.console import fail
 from tracks.common.run_command import interruption, signals_as_interruptions, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
@@ -41,11 +42,6 @@ from tracks.exercises.sandbox import Limits, sandbox_problem, unconfined_words
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
                 'residual-keras:cpu python -m tracks grade /class --out /book/run1')
-
-
-def _fail(message):
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    return 2
 
 
 def list_exercises():
@@ -60,19 +56,19 @@ def list_exercises():
 def start(number, folder):
     exercise = BY_NUMBER.get(number)
     if exercise is None:
-        return _fail(f"no exercise {number}; there are {', '.join(str(e.number) for e in EXERCISES)}")
+        return fail(f"no exercise {number}; there are {', '.join(str(e.number) for e in EXERCISES)}")
     folder = pathlib.Path(folder)
     target = folder / exercise.filename
     ancestor = nearest_existing(folder)
     if not ancestor.is_dir():
-        return _fail(f"{ancestor} is a file, not a folder: give a folder to write {exercise.filename} into")
+        return fail(f"{ancestor} is a file, not a folder: give a folder to write {exercise.filename} into")
     if target.exists():
-        return _fail(f"{target} exists already: choose another folder, or delete it to start again")
+        return fail(f"{target} exists already: choose another folder, or delete it to start again")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         target.write_text(exercise.skeleton)
     except OSError as error:
-        return _fail(f"cannot write {target} ({error.strerror}): choose a folder you can write")
+        return fail(f"cannot write {target} ({error.strerror}): choose a folder you can write")
     print(f"exercise {exercise.number}: {exercise.title}")
     print(f"wrote {target}: read its question and hints, fill in the functions, then")
     print(f"  python -m tracks check {target}")
@@ -114,11 +110,11 @@ def check(files, as_json=False, seed=None, limits=Limits()):
     paths = [pathlib.Path(name) for name in files]
     folders = [str(path) for path in paths if path.is_dir()]
     if folders:
-        return _fail(f"{', '.join(folders)}: a folder, not a file; check its files (DIR/*.py, DIR/*.ipynb), "
+        return fail(f"{', '.join(folders)}: a folder, not a file; check its files (DIR/*.py, DIR/*.ipynb), "
                      f"or grade a class with: python -m tracks grade DIR --out BOOK")
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
-        return _fail(f"no such file: {', '.join(missing)}")
+        return fail(f"no such file: {', '.join(missing)}")
     seed = secrets.randbelow(2**31) if seed is None else seed
     problem = sandbox_problem()
     if problem:  # a student's own file, on their own laptop: the checks are the same, the confinement is not
@@ -211,24 +207,24 @@ def _autograder(rest):
     args = parser.parse_args(rest)
     out = pathlib.Path(args.out)
     if out.suffix != ".zip":
-        return _fail(f"--out {out}: the platform takes a .zip; name it {out.stem or 'autograder'}.zip")
+        return fail(f"--out {out}: the platform takes a .zip; name it {out.stem or 'autograder'}.zip")
     if out.exists():
-        return _fail(f"--out {out} exists: choose another name, or delete it")
+        return fail(f"--out {out} exists: choose another name, or delete it")
     problem = place_problem(out)
     if problem:
-        return _fail(f"--out {out}: {problem}; choose another --out")
+        return fail(f"--out {out}: {problem}; choose another --out")
     try:
         exercises = parse_exercises(args.exercises)
         scores = Scores() if args.scores is None else read_scores(args.scores)
     except (ValueError, ScoresError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     out.parent.mkdir(parents=True, exist_ok=True)
     print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
           file=sys.stderr, flush=True)
     try:
         build(out, exercises, scores, visibility=args.visibility, stdout_visibility=args.stdout_visibility)
     except RuntimeError as error:
-        return _fail(str(error))
+        return fail(str(error))
     possible = sum(scores.possible(number) for number in exercises)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): setup.sh, run_autograder, autograder.json and the "
           f"wheel; {possible:g} points; tests {args.visibility}, output {args.stdout_visibility}. Upload it as the "
@@ -251,9 +247,9 @@ def _release(rest):
     try:
         written = write_release(args.out, wheel=not args.without_wheel)
     except ReleaseError as error:
-        return _fail(str(error))
+        return fail(str(error))
     except RuntimeError as error:  # the wheel could not be built
-        return _fail(str(error))
+        return fail(str(error))
     print(f"wrote the students' edition to {args.out}: {len(written)} files (README.md first); check it, then "
           f"publish it as your course does (docs/release.md)")
     return 0
@@ -284,7 +280,7 @@ def main(argv):
         try:
             return _main(argv[0], argv[1:])
         except _Refused as refusal:
-            return _fail(str(refusal))
+            return fail(str(refusal))
         except KeyboardInterrupt as error:  # before any file ran (grade and check handle their own)
             take_interruption()
             word, code = interruption(error)
@@ -303,7 +299,7 @@ def _main(command, rest):
         if args.action is None:
             return list_exercises()
         if args.number is None or args.folder is None:
-            return _fail("start needs the exercise's number and a folder: python -m tracks exercises start 1 mywork")
+            return fail("start needs the exercise's number and a folder: python -m tracks exercises start 1 mywork")
         return start(args.number, args.folder)
     if command == "grade":
         from tracks.exercises.autograder import parse_exercises
@@ -336,10 +332,10 @@ def _main(command, rest):
         try:
             exercises = None if args.exercises is None else parse_exercises(args.exercises)
         except ValueError as error:
-            return _fail(str(error))
+            return fail(str(error))
         problem = sandbox_problem()
         if problem and not args.allow_unconfined:
-            return _fail(f"grading other people's files needs the Linux process sandbox, and {problem}: grade in "
+            return fail(f"grading other people's files needs the Linux process sandbox, and {problem}: grade in "
                          f"the project's Docker image ({DOCKER_GRADE}), or pass --allow-unconfined for files "
                          f"you trust")
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,

@@ -35,6 +35,7 @@ import shutil
 import sys
 import time
 
+from tracks.common.console import fail
 from tracks.common.run_command import interruption, signals_held, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.exercise import required
@@ -45,11 +46,6 @@ from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, rea
 from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,
                                        write_students_csv)
 from tracks.exercises.submissions import SUFFIXES
-
-
-def _fail(message):
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    return 2
 
 
 def class_files(folder):
@@ -252,20 +248,20 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
     """
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
-        return _fail(f"no such folder: {folder}")
+        return fail(f"no such folder: {folder}")
     files = class_files(folder)
     if not files:
-        return _fail(f"no *.py or *.ipynb file under {folder}")
+        return fail(f"no *.py or *.ipynb file under {folder}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        return _fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
+        return fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
     if out.resolve().is_relative_to(folder.resolve()):
-        return _fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
+        return fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
     try:
         scores = Scores() if scores is None else read_scores(scores)
         collected = read_collected(folder)
         roster = None if roster is None else read_roster(roster)
     except (ScoresError, CollectError, RosterError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     out.mkdir(parents=True, exist_ok=True)
     seed = secrets.randbelow(2**31) if seed is None else seed
     print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}"

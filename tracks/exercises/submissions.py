@@ -62,10 +62,6 @@ class Submission:
         return self.cells is not None
 
 
-def is_submission(path):
-    return pathlib.Path(path).suffix in SUFFIXES
-
-
 def read_submission(path):
     """The `Submission` of a `.py` file or a notebook (never raises for what the file holds)."""
     path = pathlib.Path(path)
@@ -164,4 +160,4 @@ def notebook_submission(data):
     return Submission(source=source, notes=tuple(notes), cells=tuple(cells))
 
 
-__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "is_submission", "notebook_submission", "read_submission"]
+__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "notebook_submission", "read_submission"]

@@ -64,4 +64,6 @@ TRACK = Track(
     cpu_xla=CPU_XLA,
     commands={"sample": sample_command},  # generates from a run's best model: sample.py
     diagnose_title="Character Transformers at initialisation",
+    setup_fields={"training": ("steps",), "diagnose": ("embed_dim", "init", "layer_norm_epsilon",
+                                                       "instrument_sequences", "sequence_length")},
 )

@@ -54,4 +54,5 @@ TRACK = Track(
     cpu_xla=False,  # measured: tracing dominates these small steps, and XLA adds its compilation
     cpu_graph_optimizer=False,  # Grappler off: faster first steps (measured: docs/maintainers.md)
     diagnose_title="Plain and residual MLPs at initialisation",
+    setup_fields={"training": ("epochs",), "diagnose": ("width",)},
 )

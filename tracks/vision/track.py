@@ -62,4 +62,5 @@ TRACK = Track(
     cpu_xla=CPU_XLA,
     diagnose_preset="mechanism",  # `diagnose --preset quick` measures the quick grid instead
     diagnose_title="Vision networks at initialisation",
+    setup_fields={"training": ("epochs", "synthetic_faintest"), "diagnose": ("width", "instrument_images")},
 )
