@@ -161,7 +161,7 @@ def _imports(package):
 
 @pytest.mark.parametrize("package", ["tracks", "residual_keras"])
 def test_no_two_modules_import_each_other(package):
-    """One direction between any two modules, through any chain (issue 49: process.py and runtime.py did)."""
+    """One direction between any two modules, through any chain (issue 49 found the process and runtime setup did)."""
     graph = _imports(package)
 
     def reaches(start, goal, seen):

@@ -10,7 +10,7 @@
 Each command reads and checks its arguments and the environment with the
 standard library first (a refusal is one line, exit code 2, before
 TensorFlow loads and before anything is written), then calls
-`process.configure_process` once, then works. Every command that writes a
+`process_setup.configure_process` once, then works. Every command that writes a
 run goes through `run_command.run_command` (the lock, one-line errors, Ctrl-C
 and SIGTERM); diagnose --model too.
 """

@@ -11,7 +11,8 @@ Each module (tracks/exercises/exN_*.py) holds the exercise's question and
 the file a student starts from (its `SKELETON`), the inputs a grading run
 draws from its seed, and its checks with their reference values; the
 instructors' solution is solutions/<the same file name>. A new exercise is
-one module and one line here. Importing this registry loads neither Keras
+one module, its probes in harness/exN.py, and two edits here: its import,
+and its place in `EXERCISES`. Importing this registry loads neither Keras
 nor a student's file.
 """
 
