@@ -77,6 +77,18 @@ def test_help_gives_each_option_its_value_in_the_chosen_preset(capsys):
     assert "rate [b: 0.5]" in _help(["--preset=b"], capsys)
 
 
+def test_help_shows_the_preset_given_after_it(capsys):
+    """--help waits for every option (argparse reads --preset once, as it reads every option): `--help --preset b`
+    shows b's values, and a bad value after --help is refused like one before it."""
+    parser = train_parser("toy", "toy", ToyConfig, PRESETS, "a")
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["--help", "--preset", "b"])
+    assert stop.value.code == 0 and "rate [b: 0.5]" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["--help", "--depths", "x"])
+    assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: argument --depths")
+
+
 def test_bad_options_are_config_errors():
     with pytest.raises(ConfigError, match="unknown preset 'zz'"):
         _parse(["--preset", "zz"])

@@ -86,12 +86,13 @@ def test_a_resumed_toy_run_draws_again_the_figures_that_were_removed(tmp_path):
 def _started(argv, tmp_path):
     """(config, run directory, data) as a vision run on `argv` would start, without training."""
     from tracks.common.options import train_parser
+    from tracks.common.process_setup import read_environment
     from tracks.common.resume import check_run, start_or_resume
     from tracks.vision.track import TRACK
 
     args = train_parser(TRACK.prog, TRACK.usage, TRACK.config_cls, TRACK.presets,
                         TRACK.default_preset).parse_args([str(a) for a in argv])
-    config, run, data = start_or_resume(TRACK, args, check_run(TRACK, args))
+    config, run, data = start_or_resume(TRACK, args, check_run(TRACK, args), read_environment())
     run.release()
     return config, run, data
 

@@ -61,8 +61,8 @@ def test_check_run_applies_force(monkeypatch):
     parser = train_parser(TOY.prog, TOY.usage, TOY.config_cls, TOY.presets, TOY.default_preset)
     with pytest.raises(ConfigError, match="more than a day"):
         check_run(TOY, parser.parse_args(["--epochs", "100000000"]))
-    config, run, recorded = check_run(TOY, parser.parse_args(["--epochs", "100000000", "--force"]))
-    assert config.epochs == 100000000 and run is None and recorded is None
+    checked = check_run(TOY, parser.parse_args(["--epochs", "100000000", "--force"]))
+    assert checked.config.epochs == 100000000 and checked.run is None and checked.recorded is None
 
 
 def test_every_track_estimates_every_preset_from_its_config_alone():

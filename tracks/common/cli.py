@@ -12,17 +12,24 @@ standard library first (a refusal is one line, exit code 2, before
 TensorFlow loads and before anything is written), then calls
 `process_setup.configure_process` once, then works. Every command that writes a
 run goes through `run_command.run_command` (the lock, one-line errors, Ctrl-C
-and SIGTERM); diagnose --model too.
+and SIGTERM), given plain functions: how the run starts
+(`resume.start_or_resume`) and what it does (`seeds.train`,
+`run.diagnose_one_run`); diagnose --model too.
 """
 
+import functools
 import sys
 
-from tracks.common.run_command import interruption, run_command, signals_as_interruptions, take_interruption
+from tracks.common import seeds
+from tracks.common.compare import compare_command
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
 from tracks.common.options import OneLineParser, train_parser
 from tracks.common.process_setup import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.resume import check_run, start_or_resume
+from tracks.common.run import diagnose_one_run
+from tracks.common.run_command import interruption, run_command, signals_as_interruptions, take_interruption
+from tracks.common.tfds_source import prefetch
 
 
 def main(track, argv=None):
@@ -42,8 +49,6 @@ def main(track, argv=None):
             if command == "diagnose":
                 return diagnose_command(track, rest, environment)
             if command == "compare":
-                from tracks.common.compare import compare_command
-
                 return compare_command(track, rest)
             if command == "prefetch":
                 return prefetch_command(track, rest, environment)
@@ -55,37 +60,16 @@ def main(track, argv=None):
             return code
 
 
-def _checked_then_started(track, args, environment, **start):
-    """(checked, prepare): the options checked now (ConfigError); `prepare` sets up TensorFlow, then the run."""
-    checked = check_run(track, args, start.get("run_name"), start.get("reuse_hint"))
-
-    def prepare():
-        try:
-            configure_process(environment)
-        except BaseException:
-            if checked[1] is not None:
-                checked[1].release()
-            raise
-        return start_or_resume(track, args, checked, **start)
-
-    return checked, prepare
-
-
 def train_command(track, argv, environment):
     """`python -m tracks.X [options]`: one run, or with `--seeds` one run per seed and their spread."""
     args = train_parser(track.prog, track.usage, track.config_cls, track.presets,
                         track.default_preset).parse_args(argv)
     try:
-        _, prepare = _checked_then_started(track, args, environment)
+        checked = check_run(track, args)
     except ConfigError as error:
         return fail(str(error))
-
-    def train(config, run, data):
-        from tracks.common import seeds
-
-        return seeds.train(track, config, run, data)
-
-    return run_command(track.prog, prepare, train)
+    return run_command(track.prog, functools.partial(start_or_resume, track, args, checked, environment),
+                       functools.partial(seeds.train, track))
 
 
 def diagnose_command(track, argv, environment):
@@ -94,6 +78,8 @@ def diagnose_command(track, argv, environment):
     With `--model PATH.keras`: the same instruments on saved models (diagnose_model.py).
     """
     if any(arg == "--model" or arg.startswith("--model=") for arg in argv):
+        # Imported here: numpy and the saved-model checks, for --model only (the grid's diagnose needs neither
+        # before TensorFlow loads).
         from tracks.common.diagnose_model import diagnose_saved_models
 
         return diagnose_saved_models(track, argv, environment)
@@ -111,28 +97,12 @@ def diagnose_command(track, argv, environment):
         return fail("diagnose trains nothing, so --seeds has nothing to average; measure one seed with --seed N")
     args.force = True  # nothing is trained: the training estimate does not apply
     try:
-        _, prepare = _checked_then_started(
-            track, args, environment, run_name=f"{track.name}-diagnose", trains=False,
-            reuse_hint="choose another --out (diagnose always writes a new directory)")
+        checked = check_run(track, args, f"{track.name}-diagnose",
+                            "choose another --out (diagnose always writes a new directory)")
     except ConfigError as error:
         return fail(str(error))
-
-    def diagnose(config, run, data):
-        from tracks.common import instrument_report
-        from tracks.common.run import measure_at_initialisation
-        from tracks.common.device_setup import setup_runtime
-        from tracks.common.results import SCHEMA
-        from tracks.common.track import RunContext
-
-        setup_runtime("fp32", "off", "none", seed=config.seed)
-        ctx = RunContext(config, run, data)
-        summary = measure_at_initialisation(track, ctx, track.parts.grid(config), diagnose=True)
-        run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
-                           banner=data.banner, initialisation=summary)
-        instrument_report.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
-        log(f"done: {run.path / 'summary.md'}")
-
-    return run_command(prog, prepare, diagnose, resumable=False)
+    return run_command(prog, functools.partial(start_or_resume, track, args, checked, environment, trains=False),
+                       functools.partial(diagnose_one_run, track), resumable=False)
 
 
 def prefetch_command(track, argv, environment):
@@ -149,8 +119,6 @@ def prefetch_command(track, argv, environment):
                         help="TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
     args = parser.parse_args(argv)
     configure_process(environment)
-    from tracks.common.tfds_source import prefetch
-
     return prefetch(dataset, host, args.data_dir, log=log)
 
 

@@ -282,7 +282,7 @@ def diagnose_saved_models(track, argv, environment):
     output_index = _output_index(args.output_index)
 
     def prepare():
-        config, _, _ = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets)
+        config = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets).config
         if args.examples < 1:
             raise ValueError(f"--examples must be >= 1, got {args.examples}")
         if args.input_shape is None and (args.input_dtype or args.input_range):

@@ -14,7 +14,6 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import pathlib
-import sys
 
 from tracks.common.config import add_config_options, option_name
 
@@ -35,9 +34,11 @@ class _PresetParser(OneLineParser):
     """An ArgumentParser whose --help gives every config option's value in the chosen preset.
 
     The options default to None (so that "not given" is visible to
-    `config_from_args`); their effective defaults come from the preset named
-    by `--preset` on the same command line (or the track's default preset),
-    so the help is completed just before parsing.
+    `config_from_args`); their effective defaults come from the preset:
+    `--preset NAME` (`_PresetAction`), read once by argparse as every option
+    is, writes NAME's values into the options' help, or the track's default
+    preset's where none is given. --help is printed once every option is
+    read, so that a --preset after it counts too.
     """
 
     def setup_preset_help(self, config_cls, presets):
@@ -46,25 +47,40 @@ class _PresetParser(OneLineParser):
         self._config_actions = [action for action in self._actions if action.dest in fields]
         self._base_help = {action.dest: action.help or "" for action in self._config_actions}
 
-    def parse_known_args(self, args=None, namespace=None):
-        argv = list(sys.argv[1:] if args is None else args)
-        preset = _preset_named_in(argv) or self.get_default("default_preset")
+    def show_preset(self, preset):
+        """Each config option's help ends with its value in `preset` (an unknown name changes nothing)."""
         if preset in getattr(self, "_presets", {}):
             config = self._presets[preset]
             for action in self._config_actions:
                 value = _shown(getattr(config, action.dest)).replace("%", "%%")
                 action.help = f"{self._base_help[action.dest]} [{preset}: {value}]".strip()
-        return super().parse_known_args(argv, namespace)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.show_preset(self.get_default("default_preset"))
+        self.help_asked = False
+        parsed = super().parse_known_args(args, namespace)
+        if self.help_asked:
+            self.print_help()
+            self.exit()
+        return parsed
 
 
-def _preset_named_in(argv):
-    """The value of --preset in `argv`, or None."""
-    for index, item in enumerate(argv):
-        if item == "--preset" and index + 1 < len(argv):
-            return argv[index + 1]
-        if item.startswith("--preset="):
-            return item.split("=", 1)[1]
-    return None
+class _PresetAction(argparse.Action):
+    """--preset NAME: stored, and NAME's values shown in --help (`_PresetParser.show_preset`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        parser.show_preset(values)
+
+
+class _HelpAfterParsing(argparse.Action):
+    """-h/--help: asks the parser to print the help once every option is read (`_PresetParser`)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.help_asked = True
 
 
 def _shown(value):
@@ -79,10 +95,11 @@ def _shown(value):
 def train_parser(prog, description, config_cls, presets, default_preset, epilog=None):
     parser = _PresetParser(
         prog=prog, description=description, epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
     )
+    parser.add_argument("-h", "--help", action=_HelpAfterParsing, help="show this help message and exit")
     parser.add_argument(
-        "--preset", default=None,
+        "--preset", default=None, action=_PresetAction,
         help=f"starting values for every option ({', '.join(presets)}; default: {default_preset}); "
              "options given on the command line override them",
     )

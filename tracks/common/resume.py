@@ -3,9 +3,9 @@
 `check_run` does, with the standard library only, everything that can fail
 on the options: the config and its ranges, the `--data` value, the
 strategy's requirements, the estimate against the machine (`limits.py`)
-and, for `--resume`, the run's own config.json. Then the command sets up TensorFlow, and `start_or_resume`
-loads the data, checks what needs them and the resumed run's data
-fingerprint, and only then creates the run.
+and, for `--resume`, the run's own config.json; it returns a `CheckedRun`.
+Then `start_or_resume` sets up TensorFlow, loads the data, checks what needs
+them and the resumed run's data fingerprint, and only then creates the run.
 `--resume RUN` continues RUN with its own config.json; only the options of
 `APPLIED_ON_RESUME` (how a run computes, not what) may be given with it, and
 the data must be those the run was trained on.
@@ -13,26 +13,43 @@ the data must be those the run was trained on.
 
 import dataclasses
 import os
+from typing import Any, Optional
 
 from tracks.common.config import ConfigError, config_from_args, given_options, option_name
 from tracks.common.console import log
 from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
-from tracks.common.process_setup import check_cache_directory, check_strategy
+from tracks.common.process_setup import check_cache_directory, check_strategy, configure_process
 from tracks.common.run import load
 from tracks.common.run_dir import RunDirectory
 from tracks.common.track import RunContext
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckedRun:
+    """A run whose options are checked, not started yet: what `check_run` gives `start_or_resume`."""
+
+    config: Any  # the track's config: the preset and the options given, or a resumed run's own
+    run: Optional[RunDirectory] = None  # a resumed run, locked; None: a new run, made once the data are checked
+    recorded: Optional[dict] = None  # the data fingerprint the resumed run recorded (None: none, or a new run)
+    run_name: Optional[str] = None  # config.json's name and the new directory's prefix (None: the track's name)
+    reuse_hint: Optional[str] = None  # what the refusal of a non-empty --out suggests (None: the default)
+
+    def release(self):
+        """Gives back a resumed run's lock (a new run holds none yet)."""
+        if self.run is not None:
+            self.run.release()
+
+
 def resolve_config(args, run_name, config_cls, presets):
-    """(config, run or None, recorded data fingerprint or None).
+    """The `CheckedRun` of the options given (its config not yet checked against the machine or the data).
 
     A new run: the preset plus the options given. `--resume RUN`: RUN's own
     config (RUN is locked), with the options of `APPLIED_ON_RESUME` applied;
     any other option is refused before anything is read or written.
     """
     if not args.resume:
-        return config_from_args(args, presets, config_cls), None, None
+        return CheckedRun(config_from_args(args, presets, config_cls), run_name=run_name)
     if args.out is not None:
         raise ConfigError("--out and --resume cannot be combined: a resumed run stays in its directory")
     given = given_options(args, config_cls)
@@ -54,40 +71,46 @@ def resolve_config(args, run_name, config_cls, presets):
             raise ConfigError(str(error)) from None
         log("resume: applying " + ", ".join(f"{option_name(name)} {value}" for name, value in given.items())
             + " (how the run computes, not what it computes; written to config.json)")
-    return config, run, recorded
+    return CheckedRun(config, run, recorded, run_name=run_name)
 
 
 def check_run(track, args, run_name=None, reuse_hint=None):
-    """(config, run or None, recorded fingerprint or None): the options checked, before TensorFlow loads.
+    """The options checked, before TensorFlow loads: a `CheckedRun`.
 
     A new run's config is checked against the machine (`Track.resources`,
     refused unless `--force`); a resumed run was when it started. A resumed
     run comes back locked (its lock file is the only thing written).
 
+    Args:
+        track: the `Track` (its config, presets, `parse_source` and `resources`).
+        args: the parsed `train_parser` options.
+        run_name: the name written to config.json and the default directory's
+            prefix (default: the track's name; "<name>-diagnose" for diagnose).
+        reuse_hint: what the error for a non-empty --out suggests.
+
     Raises:
         ConfigError: one line for the user; no run is left locked.
     """
-    config, run, recorded = resolve_config(args, run_name or track.name, track.config_cls, track.presets)
+    checked = resolve_config(args, run_name or track.name, track.config_cls, track.presets)
     try:
         try:
-            config = dataclasses.replace(config, data=track.parse_source(config.data))
+            config = dataclasses.replace(checked.config, data=track.parse_source(checked.config.data))
         except ValueError as error:
             raise ConfigError(str(error)) from None
         check_strategy(config.strategy)
         if str(config.data).startswith("folder:"):
             check_cache_directory()
-        if run is None:
+        if checked.run is None:
             RunDirectory.check_new(args.out, *([reuse_hint] if reuse_hint else []))
             refuse_beyond_machine(track.resources(config), force=getattr(args, "force", False))
     except BaseException:
-        if run is not None:
-            run.release()
+        checked.release()
         raise
-    return config, run, recorded
+    return dataclasses.replace(checked, config=config, reuse_hint=reuse_hint)
 
 
-def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, trains=True):
-    """The data loaded and checked, then the run directory: (config, run, data).
+def start_or_resume(track, args, checked, environment, *, trains=True):
+    """TensorFlow set up, the data loaded and checked, then the run directory: (config, run, data).
 
     Nothing is written before the data and (for `--resume`) the run's data
     fingerprint have been checked.
@@ -95,18 +118,16 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, tra
     Args:
         track: the `Track` (its config, presets and data).
         args: the parsed `train_parser` options.
-        checked: what `check_run` returned.
-        run_name: the name written to config.json and the default directory's
-            prefix (default: the track's name; "<name>-diagnose" for diagnose).
-        reuse_hint: what the error for a non-empty --out suggests.
+        checked: the `CheckedRun` of `check_run`.
+        environment: `process_setup.read_environment()`, for `configure_process`.
         trains: False for diagnose: the training options' checks do not apply.
 
     Raises:
         ConfigError, ValueError, OSError: one line for the user; no run is left locked.
     """
-    run_name = run_name or track.name
-    config, run, recorded = checked
+    config, run, recorded = checked.config, checked.run, checked.recorded
     try:
+        configure_process(environment)  # TensorFlow loads here, once every option is checked
         if getattr(config, "data_dir", None) is not None:  # a track without downloads has no data_dir
             config = dataclasses.replace(config, data_dir=os.path.abspath(os.path.expanduser(config.data_dir)))
         given = given_options(args, track.config_cls)
@@ -116,9 +137,9 @@ def start_or_resume(track, args, checked, *, run_name=None, reuse_hint=None, tra
         config = fit_samples(track, config, data, given, trains=trains)
         actual = {**track.parts.fingerprint(data), "banner": data.banner}
         if run is None:
-            kwargs = {} if reuse_hint is None else {"reuse_hint": reuse_hint}
-            return config, RunDirectory.create(run_name, config, out=args.out, data_fingerprint=actual,
-                                               **kwargs), data
+            kwargs = {} if checked.reuse_hint is None else {"reuse_hint": checked.reuse_hint}
+            return config, RunDirectory.create(checked.run_name or track.name, config, out=args.out,
+                                               data_fingerprint=actual, **kwargs), data
         if recorded is None:
             log(f"{run.config_path} records no data fingerprint: the data cannot be checked; "
                 f"recording the data used from now on")
@@ -176,5 +197,5 @@ def refuse_other_data(run, recorded, actual):
             )
 
 
-__all__ = ["check_run", "fit_samples", "refuse_given_samples", "refuse_other_data", "resolve_config",
+__all__ = ["CheckedRun", "check_run", "fit_samples", "refuse_given_samples", "refuse_other_data", "resolve_config",
            "start_or_resume"]

@@ -1,14 +1,21 @@
 """What every run does with a track's parts: load its data, measure at initialisation, train the grid, report.
 
 `load(track, config, source)` and `train_one_run(track, ctx)` are the two
-steps between the checked options (resume.py) and results.json; `diagnose`
-and `--seeds` (seeds.py) reuse them.
+steps between the checked options (resume.py) and results.json; `--seeds`
+(seeds.py) reuses them, and `diagnose_one_run` is `diagnose`'s step.
+
+The modules that import Keras (training, the instruments, the device setup)
+are imported inside the functions that use them: resume.py and seeds.py
+import this module before any option is checked, and TensorFlow loads only
+after (every refusal answers without it).
 """
 
+import dataclasses
 import re
 
-from tracks.common.console import announce
+from tracks.common.console import announce, log
 from tracks.common.results import SCHEMA
+from tracks.common.run_command import raise_if_interrupted
 from tracks.common.track import GridModel, RunContext
 
 
@@ -17,8 +24,6 @@ def load(track, config, source=None, log=None, trains=True, given=()):
 
     `given` names the options typed on the command line (`RunContext.given`).
     """
-    import dataclasses
-
     if source is not None:
         config = dataclasses.replace(config, data=source)
     context = RunContext(config, trains=trains, given=frozenset(given))
@@ -70,8 +75,6 @@ def measure_at_initialisation(track, ctx, specs, *, diagnose=False):
 
     x, y = track.parts.instrument_batch(ctx)
     subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, x)
-    from tracks.common.run_command import raise_if_interrupted
-
     summary = instruments.at_initialisation(
         initial_models(track, ctx, specs), x, ctx.run.path, y=y, banner=ctx.data.plot_banner,
         subtitle=subtitle, log=ctx.log, **track.instrument_options)
@@ -81,8 +84,6 @@ def measure_at_initialisation(track, ctx, specs, *, diagnose=False):
 
 def estimate_seconds(track, ctx):
     """The time this run (one seed) is expected to take on its device, or None."""
-    import dataclasses
-
     one_seed = dataclasses.replace(ctx.config, seeds=())  # every config has seeds: seeds.train reads them
     estimate = track.resources(one_seed, ctx.data, accelerator=ctx.runtime.accelerator)
     return None if estimate is None else estimate.cpu_seconds
@@ -116,6 +117,20 @@ def train_one_run(track, ctx):
     note_missing_figures(run, ctx.log)
 
 
+def diagnose_one_run(track, config, run, data):
+    """`diagnose`: the grid's models measured at initialisation into `run` (results.json, figures, summary.md)."""
+    from tracks.common import instrument_report
+    from tracks.common.device_setup import setup_runtime
+
+    setup_runtime("fp32", "off", "none", seed=config.seed)
+    ctx = RunContext(config, run, data)
+    summary = measure_at_initialisation(track, ctx, track.parts.grid(config), diagnose=True)
+    run.update_results(schema=SCHEMA, track=f"{track.name}-diagnose", dataset=data.name, dataset_title=data.title,
+                       banner=data.banner, initialisation=summary)
+    instrument_report.write_diagnose_summary(run, track.diagnose_title, summary, data.banner)
+    log(f"done: {run.path / 'summary.md'}")
+
+
 def note_missing_figures(run, log=print):
     """Says in summary.md (and in one line) which figures it links that are not in the run directory.
 
@@ -136,5 +151,5 @@ def note_missing_figures(run, log=print):
     return missing
 
 
-__all__ = ["diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load", "note_missing_figures",
-           "measure_at_initialisation", "train_one_run"]
+__all__ = ["diagnose_one_run", "diagnose_subtitle", "estimate_seconds", "initial_models", "instrument_subtitle", "load",
+           "measure_at_initialisation", "note_missing_figures", "train_one_run"]

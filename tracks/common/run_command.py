@@ -117,21 +117,21 @@ def interruption(error):
     return "interrupted", 128 + signal.SIGINT
 
 
-def run_command(prog, prepare, work, *, resumable=True):
+def run_command(prog, start, work, *, resumable=True):
     """Runs one command that writes a run directory; returns the exit code.
 
     Args:
         prog: the command, for the resume hint ("python -m tracks.X").
-        prepare: callable() -> (config, run, payload), checking everything
-            before anything is written (see `start_or_resume`); `run` is locked.
+        start: callable() -> (config, run, payload), checking everything
+            before anything is written (`resume.start_or_resume`); `run` is locked.
         work: callable(config, run, payload) -> exit code or None (0), run
-            while the run's lock is held.
+            while the run's lock is held (`seeds.train`, `run.diagnose_one_run`).
         resumable: True for training (an interrupted run is kept and
             `--resume` continues it); False for a command whose run is
             complete or nothing (diagnose): an interrupted or failed one is discarded.
     """
     try:
-        config, run, payload = prepare()
+        config, run, payload = start()
         raise_if_interrupted()
     except KeyboardInterrupt as error:
         take_interruption()

@@ -21,7 +21,8 @@ import dataclasses
 
 from tracks.common.config import config_to_dict, write_json
 from tracks.common.console import log
-from tracks.common.run import load, train_one_run
+from tracks.common.resume import refuse_other_data
+from tracks.common.run import load, note_missing_figures, train_one_run
 from tracks.common.run_dir import RunDirectory, read_json
 from tracks.common.track import RunContext
 
@@ -39,8 +40,6 @@ def train_each_seed(track, run, config, data):
         config: the run's config, `config.seeds` set.
         data: the data loaded for the first seed (`config.seed` is the first seed).
     """
-    from tracks.common.resume import refuse_other_data
-
     done = []
     for index, seed in enumerate(config.seeds):
         seed_config = dataclasses.replace(config, seed=seed, seeds=())
@@ -67,8 +66,6 @@ def train(track, config, run, data):
         return train_one_run(track, RunContext(config, run, data))
     seed_runs = train_each_seed(track, run, config, data)
     log(track.parts.seeds_report(seed_runs, RunContext(config, run, data)))
-    from tracks.common.run import note_missing_figures
-
     note_missing_figures(run, log)
     return None
 
