@@ -159,9 +159,9 @@ def test_a_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_so_in_one_
 @pytest.mark.parametrize("signum, code, line", [(signal.SIGTERM, 143, "terminated (SIGTERM)\n"),
                                                 (signal.SIGINT, 130, "interrupted\n")])
 def test_a_signal_during_a_command_that_writes_no_run_is_one_line(signum, code, line, capsys, monkeypatch):
-    from tracks.common import compare
+    from tracks.common import cli
 
-    monkeypatch.setattr(compare, "compare_command", lambda track, argv: os.kill(os.getpid(), signum))
+    monkeypatch.setattr(cli, "compare_command", lambda track, argv: os.kill(os.getpid(), signum))
     assert run_cli(toy_main, ["compare", "RUN", "REFERENCE"], capsys) == (code, "", line)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
