@@ -19,7 +19,7 @@ benchmarks/NOTES.md, issue 67):
 | XLA's YNNPACK library (its matrix products by default) | none: it reads the CPU's own flags | **no**: it is switched off (`--xla_cpu_experimental_ynn_fusion_type=`), so XLA's products go to Eigen and oneDNN's sgemm, capped |
 | glibc's string functions | GLIBC_TUNABLES (AVX-512 masked) | yes |
 | TensorFlow's own (Eigen) kernels | none needed: the pip wheel is built without AVX2 and FMA for them, the same on any x86 CPU | |
-| whether TensorFlow turns oneDNN on | none: it reads the CPU's flags | the package reads ONEDNN_MAX_CPU_ISA instead (tracks/common/process_setup.py: `cpu_kind`) and writes TF_ENABLE_ONEDNN_OPTS as it would on an AVX2 CPU |
+| whether TensorFlow turns oneDNN on | none: it reads the CPU's flags | the package reads ONEDNN_MAX_CPU_ISA instead (tracks/common/cpu_settings.py: `cpu_kind`) and writes TF_ENABLE_ONEDNN_OPTS as it would on an AVX2 CPU |
 
 What the caps cannot change: the cores themselves (clock, caches, memory,
 two 256-bit FMA units per core as on AMD's Zen 2-3 and Intel's client cores
@@ -55,7 +55,7 @@ def emulated_environment(isa, environ=None):
     """A copy of `environ` (default os.environ) capped to the instruction set `isa` ("avx2"; None: unchanged).
 
     XLA_FLAGS are appended to any already set; the other variables replace theirs. TF_ENABLE_ONEDNN_OPTS is
-    not set here: the package chooses it from the capped CPU kind (`process_setup.apply_cpu_settings`), as
+    not set here: the package chooses it from the capped CPU kind (`cpu_settings.apply_cpu_settings`), as
     it would on a real CPU of that kind.
     """
     environment = dict(os.environ if environ is None else environ)

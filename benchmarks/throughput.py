@@ -26,7 +26,7 @@ error, not a ratio.
 `--emulate-isa avx2` runs every measured process (ours, the peers, the
 peak) with the instruction-set caps of benchmarks/emulate_isa.py, as on a
 CPU with AVX2 and no AVX-512; the package then sets itself up as on such a
-CPU (tracks/common/process_setup.py: `apply_cpu_settings`). The JSON's
+CPU (tracks/common/cpu_settings.py: `apply_cpu_settings`). The JSON's
 `meta.emulated_isa` and each model's `cpu_settings` say so.
 
 Each model's work per image / token is counted from its architecture
@@ -55,7 +55,7 @@ from benchmarks.flops import (  # noqa: E402  (after the path is set)
     cifar_resnet_forward_flops,
 )
 from benchmarks.emulate_isa import EMULATIONS, emulated_environment  # noqa: E402
-from tracks.common.process_setup import BF16_CPU_FLAGS  # noqa: E402  (standard library only: no TensorFlow)
+from tracks.common.cpu_settings import BF16_CPU_FLAGS  # noqa: E402  (standard library only: no TensorFlow)
 
 MODELS = {
     # name: (track, description, peer script or None, training FLOPs per image / token)
@@ -337,7 +337,7 @@ def _torch_importable():
 
 
 # The /proc/cpuinfo flags a reader needs to compare two runs: AVX-512 and the bfloat16 instructions
-# that `--precision auto` looks for (process_setup.BF16_CPU_FLAGS).
+# that `--precision auto` looks for (cpu_settings.BF16_CPU_FLAGS).
 CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", *BF16_CPU_FLAGS)
 
 

@@ -201,7 +201,7 @@ def test_the_benchmark_text_has_the_gpts_vocabulary_of_65():
 
 def test_the_avx2_emulation_caps_every_library_and_the_package_reads_it():
     from benchmarks.emulate_isa import emulated_environment
-    from tracks.common.process_setup import choose_cpu_settings, cpu_kind
+    from tracks.common.cpu_settings import choose_cpu_settings, cpu_kind
 
     environment = emulated_environment("avx2", {"XLA_FLAGS": "--xla_dump_to=x", "PATH": "/bin"})
     assert {key: environment[key] for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",

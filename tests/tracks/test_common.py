@@ -424,7 +424,7 @@ def test_outcome_lines_and_throughput():
                                              ("fpu avx512f amx_bf16 amx_tile", True),
                                              ("fpu avx2 avx512f avx512_vnni", False), (None, False)])
 def test_the_cpus_bfloat16_instructions_are_read_without_tensorflow(tmp_path, flags, expected):
-    from tracks.common.process_setup import cpu_has_bf16
+    from tracks.common.cpu_settings import cpu_has_bf16
 
     cpuinfo = tmp_path / "cpuinfo"
     if flags is not None:

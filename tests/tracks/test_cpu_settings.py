@@ -1,4 +1,4 @@
-"""How a process is set up for its kind of CPU before TensorFlow loads (tracks/common/process_setup.py).
+"""How a process is set up for its kind of CPU before TensorFlow loads (tracks/common/cpu_settings.py).
 
 The CPU's kind is read from /proc/cpuinfo, capped by ONEDNN_MAX_CPU_ISA, so
 that an AVX2 CPU emulated on an AVX-512 machine (benchmarks/emulate_isa.py)
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tracks.common.config import ConfigError
-from tracks.common.process_setup import (
+from tracks.common.cpu_settings import (
     ONEDNN_VARIABLE,
     CpuKind,
     apply_cpu_settings,
@@ -22,8 +22,8 @@ from tracks.common.process_setup import (
     choose_cpu_settings,
     cpu_kind,
     describe_cpu_settings,
-    read_environment,
 )
+from tracks.common.process_setup import read_environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -112,9 +112,9 @@ def test_the_users_own_setting_is_kept(tmp_path):
 def test_too_late_to_change_tensorflow_is_an_error_that_says_when_to_call_it(monkeypatch):
     import tensorflow  # noqa: F401  (loaded, as in a notebook that imported keras first)
 
-    from tracks.common import process_setup
+    from tracks.common import cpu_settings
 
-    loaded = process_setup.tensorflow_onednn_enabled()
+    loaded = cpu_settings.tensorflow_onednn_enabled()
     monkeypatch.setenv(ONEDNN_VARIABLE, "0" if loaded else "1")
     with pytest.raises(RuntimeError, match="before importing keras, tensorflow or residual_keras"):
         apply_cpu_settings()
@@ -124,7 +124,7 @@ def test_too_late_to_change_tensorflow_is_an_error_that_says_when_to_call_it(mon
 
 def test_a_run_records_its_cpu_kind_and_whether_onednn_really_is_on():
     from tracks.common.device_setup import setup_runtime
-    from tracks.common.process_setup import tensorflow_onednn_enabled
+    from tracks.common.cpu_settings import tensorflow_onednn_enabled
 
     described = setup_runtime("fp32", "off", "none").describe()
     settings = described["cpu_settings"]
@@ -135,7 +135,7 @@ def test_a_run_records_its_cpu_kind_and_whether_onednn_really_is_on():
 
 EMULATED_PROBE = """
 import sys
-from tracks.common.process_setup import apply_cpu_settings, cpu_kind
+from tracks.common.cpu_settings import apply_cpu_settings, cpu_kind
 settings = apply_cpu_settings()
 import keras, numpy as np
 import residual_keras as rk

@@ -26,14 +26,8 @@ import keras
 import tensorflow as tf
 
 from tracks.common.config import STRATEGIES
-from tracks.common.process_setup import (
-    check_strategy,
-    cpu_has_bf16,
-    cpu_settings_in_effect,
-    describe_cpu_settings,
-    read_environment,
-    thread_spinning,
-)
+from tracks.common.cpu_settings import cpu_has_bf16, cpu_settings_in_effect, describe_cpu_settings
+from tracks.common.process_setup import check_strategy, read_environment, thread_spinning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +38,7 @@ class Runtime:
     xla: bool
     strategy_name: str
     strategy: object = dataclasses.field(repr=False, compare=False)
-    cpu_settings: dict | None = None  # process_setup.cpu_settings_in_effect(), on a CPU
+    cpu_settings: dict | None = None  # cpu_settings.cpu_settings_in_effect(), on a CPU
 
     @property
     def num_replicas(self):
@@ -149,7 +143,7 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
         strategy: "none", "mirrored", "multiworker".
         cpu_xla: the track's measured choice of XLA on a CPU.
         cpu_bf16: the track's measured choice of bfloat16 on a CPU that has instructions for it
-            (`process_setup.cpu_has_bf16`, read without TensorFlow).
+            (`cpu_settings.cpu_has_bf16`, read without TensorFlow).
         cpu_graph_optimizer: the track's measured choice of Grappler on a CPU
             (always on with an accelerator). Set for the whole process, every
             run: a run after another track's gets its own track's choice.

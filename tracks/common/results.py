@@ -172,7 +172,7 @@ class RunResults(_Record):
             the fallback's warning or None).
         preset, device, precision, replicas, strategy, xla, versions,
             thread_spinning, cpu_settings: how the run ran (device_setup.Runtime.describe;
-            cpu_settings: the CPU's kind and TensorFlow's oneDNN setting, process_setup.cpu_settings_in_effect).
+            cpu_settings: the CPU's kind and TensorFlow's oneDNN setting, cpu_settings.cpu_settings_in_effect).
         seeds, seed_runs: a `--seeds` run's seeds and their directories.
         best_model: {"id", "val_loss"} of the model saved as best_model.keras.
         schema: the format's version (SCHEMA).
