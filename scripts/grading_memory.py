@@ -28,7 +28,7 @@ def grade_alone(number):
     solution graded alone."""
     from tracks.exercises.catalogue import BY_NUMBER
     from tracks.exercises.exercise import judge_all, required
-    from tracks.exercises.sandbox import Limits, child_site, run_submission
+    from tracks.exercises.sandbox import SubmissionLimits, child_site, run_submission
 
     exercise = BY_NUMBER[number]
     source = (ROOT / "solutions" / exercise.filename).read_bytes()
@@ -36,7 +36,8 @@ def grade_alone(number):
     with tempfile.TemporaryDirectory(prefix="memory-") as scratch:
         scratch = pathlib.Path(scratch)
         started = time.monotonic()
-        run = run_submission(source, number, exercise.probes, inputs, limits=Limits(), workdir=scratch / "work",
+        run = run_submission(source, number, exercise.probes, inputs, limits=SubmissionLimits(),
+                             workdir=scratch / "work",
                              site=child_site(scratch), stdout=scratch / "stdout.txt", stderr=scratch / "stderr.txt",
                              name=exercise.filename)
         seconds = time.monotonic() - started

@@ -248,7 +248,7 @@ def run(root, config_path):
     """Grades root/submission/ into root/results/results.json (written whatever happens); 0 when graded."""
     from tracks.exercises.gradebook import class_files
     from tracks.exercises.reports import grade_files
-    from tracks.exercises.sandbox import Limits
+    from tracks.exercises.sandbox import SubmissionLimits
 
     root = pathlib.Path(root)
     target = root / "results" / "results.json"
@@ -259,7 +259,7 @@ def run(root, config_path):
         config = json.loads(pathlib.Path(config_path).read_text())
         submission = root / "submission"
         files = class_files(submission) if submission.is_dir() else []
-        limits = Limits(**config["limits"])
+        limits = SubmissionLimits(**config["limits"])
         with tempfile.TemporaryDirectory(prefix="logs-") as logs:
             reports = grade_files(files, seed=seed, limits=limits, out=logs, root=submission, progress=False) \
                 if files else []

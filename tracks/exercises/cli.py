@@ -37,7 +37,7 @@ from tracks.common.console import fail
 from tracks.common.run_command import interruption, signals_as_interruptions, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
-from tracks.exercises.sandbox import Limits, sandbox_problem, unconfined_words
+from tracks.exercises.sandbox import SubmissionLimits, sandbox_problem, unconfined_words
 
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
@@ -104,7 +104,7 @@ def _read_tail(path, limit=4000):
     return text
 
 
-def check(files, as_json=False, seed=None, limits=Limits()):
+def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
     from tracks.exercises.reports import GradingInterrupted, grade_files
 
     paths = [pathlib.Path(name) for name in files]
@@ -341,7 +341,8 @@ def _main(command, rest):
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,
                            lms=tuple(dict.fromkeys(args.lms)), confined=problem is None, roster=args.roster,
                            exercises=exercises,
-                           limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
+                           limits=SubmissionLimits(seconds=args.timeout, memory_gb=args.memory_gb,
+                                                   disk_mb=args.disk_mb))
     if command == "autograder":
         return _autograder(rest)
     if command == "release":
@@ -355,7 +356,7 @@ def _main(command, rest):
     _limit_options(parser)
     args = parser.parse_args(rest)
     return check(args.files, as_json=args.json, seed=args.seed,
-                 limits=Limits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
+                 limits=SubmissionLimits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
 
 
 __all__ = ["check", "list_exercises", "main", "start"]

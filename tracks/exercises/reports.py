@@ -22,7 +22,7 @@ from tracks.common.run_command import signals_held
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
-from tracks.exercises.sandbox import Limits, child_site, run_submission
+from tracks.exercises.sandbox import SubmissionLimits, child_site, run_submission
 from tracks.exercises.submissions import Submission, read_submission
 
 
@@ -115,7 +115,7 @@ def reason_for(run, limits, specs):
     return ""
 
 
-def grade_file(path, *, seed, limits=Limits(), log_dir, site, confined=True, stop=None):
+def grade_file(path, *, seed, limits=SubmissionLimits(), log_dir, site, confined=True, stop=None):
     """{file, exercise, title, passed, checks, reason, seconds, stdout, stderr, confinement, left_running,
     peak_memory, peak_rss, notes}.
 

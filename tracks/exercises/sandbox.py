@@ -65,7 +65,9 @@ HARNESS = pathlib.Path(__file__).resolve().parent / "harness"
 
 
 @dataclasses.dataclass(frozen=True)
-class Limits:
+class SubmissionLimits:
+    """What the process that runs one submission may take (tracks/common/limits.py is about a run's machine)."""
+
     seconds: float = 120.0
     memory_gb: float = 4.0
     output_mb: int = 64
@@ -283,7 +285,7 @@ def _plain_limits(limits):
 
 def unconfined_words():
     """What a plain process is held to here, in words, for `check`'s one line."""
-    return ", ".join(_plain_limits(Limits())[1])
+    return ", ".join(_plain_limits(SubmissionLimits())[1])
 
 
 def _end_group(process):
@@ -327,5 +329,5 @@ def run_unconfined(request, results, *, limits, files, site, stdout, stderr, sto
     return ChildRun(records, events, ended, returncode, time.monotonic() - started)
 
 
-__all__ = ["ChildRun", "Limits", "child_environment", "child_site", "cpu_seconds", "hidden_folders",
+__all__ = ["ChildRun", "SubmissionLimits", "child_environment", "child_site", "cpu_seconds", "hidden_folders",
            "read_records", "run_submission", "run_unconfined", "sandbox_problem", "unconfined_words"]
