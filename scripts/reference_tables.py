@@ -191,35 +191,34 @@ def language_initialisation(run):
     return "\n".join(rows)
 
 
-def _dynamics(run, model_id):
-    """Per record (epoch): (gain, mean branch ratio over the blocks), from the committed dynamics CSV."""
+def _dynamics_rows(run, model_id):
+    """The rows of a reference run's committed dynamics CSV for one model ([] where it has none)."""
     import csv
 
     path = REFERENCE / run / "dynamics" / f"{model_id}.csv"
     if not path.is_file():
         return []
-    by_epoch = {}
     with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            entry = by_epoch.setdefault(int(row["epoch"]), {"gain": float(row["gradient_gain"]), "ratios": []})
-            if row["branch_ratio"]:
-                entry["ratios"].append(float(row["branch_ratio"]))
+        return list(csv.DictReader(handle))
+
+
+def _dynamics(run, model_id):
+    """Per record (epoch): (gain, mean branch ratio over the blocks), from the committed dynamics CSV."""
+    by_epoch = {}
+    for row in _dynamics_rows(run, model_id):
+        entry = by_epoch.setdefault(int(row["epoch"]), {"gain": float(row["gradient_gain"]), "ratios": []})
+        if row["branch_ratio"]:
+            entry["ratios"].append(float(row["branch_ratio"]))
     return [(by_epoch[epoch]["gain"], sum(by_epoch[epoch]["ratios"]) / len(by_epoch[epoch]["ratios"])
              if by_epoch[epoch]["ratios"] else None) for epoch in sorted(by_epoch)]
 
 
 def _updates(run, model_id):
     """Per record (epoch) after the first: {block number (from 1): ||dW|| / ||W||}, from the dynamics CSV."""
-    import csv
-
-    path = REFERENCE / run / "dynamics" / f"{model_id}.csv"
-    if not path.is_file():
-        return []
     by_epoch = {}
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            if row["update_ratio"]:
-                by_epoch.setdefault(int(row["epoch"]), {})[int(row["block"])] = float(row["update_ratio"])
+    for row in _dynamics_rows(run, model_id):
+        if row["update_ratio"]:
+            by_epoch.setdefault(int(row["epoch"]), {})[int(row["block"])] = float(row["update_ratio"])
     return [by_epoch[epoch] for epoch in sorted(by_epoch)]
 
 
