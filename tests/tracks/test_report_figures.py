@@ -217,6 +217,29 @@ def test_measuring_again_refuses_other_data_than_the_runs(tmp_path):
         replot._same_data(run, toy, same)
 
 
+def test_measuring_again_accepts_data_that_differ_in_their_digest_alone(tmp_path):
+    """The synthetic set made on another CPU (a few pixels one level off): the numbers measured again decide."""
+    from tracks.registry import track
+
+    run = tmp_path / "toy-spirals-s0"
+    shutil.copytree(REFERENCE / "toy-spirals-s0", run)
+    toy = track("toy")
+    same = toy.parts.load_data(types.SimpleNamespace(config=types.SimpleNamespace(points=512, noise=0.02, seed=0)))
+    assert replot._same_data(run, toy, same, measured_again=True) is None  # the digests agree: nothing to say
+    nudged = same.x_train.copy()
+    nudged[7, 0] = np.nextafter(nudged[7, 0], np.inf)  # one number, one unit in the last place
+    rounded = dataclasses.replace(same, x_train=nudged)
+    with pytest.raises(replot.ReplotError, match="are not the run's"):  # only drawing: the digest decides
+        replot._same_data(run, toy, rounded)
+    said = replot._same_data(run, toy, rounded, measured_again=True)
+    assert "not its digest" in said and "kept only if every number matches" in said
+    for other in (dataclasses.replace(same, x_train=same.x_train[:-2], y_train=same.y_train[:-2]),  # other sizes
+                  dataclasses.replace(rounded, name="other"),  # another source
+                  dataclasses.replace(rounded, banner="DATA FALLBACK: ...")):  # a fallback the run was not
+        with pytest.raises(replot.ReplotError, match="are not the run's"):
+            replot._same_data(run, toy, other, measured_again=True)
+
+
 @pytest.mark.slow
 def test_measured_again_the_toy_reference_gives_its_numbers_and_its_jacobians(tmp_path):
     run = tmp_path / "toy-spirals-s0"
