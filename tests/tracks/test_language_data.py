@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 
 from tracks.common import tfds_source
-from tracks.language.data import load_text_data, make_text_data, parse_source
+from tracks.language.data import load_text_data, make_text_data
 from tracks.language.pipeline import make_lm_datasets, validation_plan
+from tracks.language.source import parse_source
 from tracks.language.vocabulary import CharVocabulary
 
 SHARED_SHAKESPEARE = "/work/shared/data/tinyshakespeare.txt"

@@ -15,11 +15,8 @@ from PIL import Image
 
 from tracks.common import tfds_source
 from tracks.vision import data as vision_data
-from tracks.vision.data import (
-    SYNTHETIC_CLASS_NAMES,
-    load_vision_data,
-    parse_source,
-)
+from tracks.vision.data import SYNTHETIC_CLASS_NAMES, load_vision_data
+from tracks.vision.source import parse_source
 
 
 @pytest.fixture(autouse=True)

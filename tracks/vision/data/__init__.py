@@ -18,13 +18,11 @@ from tracks.vision.data.pipeline import (
 )
 from tracks.vision.data.loading import (
     CIFAR10_CLASS_NAMES,
-    SOURCE_FORMS,
     VisionData,
     cifar10_unavailable_message,
     fingerprint,
     load_vision_data,
     normalisation_statistics,
-    parse_source,
     stratified_choice,
 )
 from tracks.vision.data.synthetic import (
@@ -39,7 +37,6 @@ __all__ = [
     "CIFAR10_CLASS_NAMES",
     "FAINTEST_OBJECT",
     "IMAGE_EXTENSIONS",
-    "SOURCE_FORMS",
     "SYNTHETIC_CLASS_NAMES",
     "SYNTHETIC_TEST_EXAMPLES",
     "SYNTHETIC_TRAIN_EXAMPLES",
@@ -52,7 +49,6 @@ __all__ = [
     "load_vision_data",
     "make_synthetic_images",
     "normalisation_statistics",
-    "parse_source",
     "random_pad_crop_flip",
     "stratified_choice",
     "training_epochs",

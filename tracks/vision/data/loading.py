@@ -1,4 +1,4 @@
-"""Where the images come from: `parse_source`, `load_vision_data`, the fallback.
+"""Where the images come from: `load_vision_data` and the fallback (`--data` is parsed in tracks/vision/source.py).
 
 Sources:
     "cifar10"      TensorFlow Datasets' cifar10 (50k train / 10k test).
@@ -21,16 +21,16 @@ import numpy as np
 
 from residual_keras.checks import check_int
 from tracks.common import tfds_source
-from tracks.vision.source import CIFAR10_HOST  # where TFDS downloads it: `prefetch` and the offline check ask it
 from tracks.vision.data.folder import _load_folder
+from tracks.vision.source import CIFAR10_HOST  # where TFDS downloads it: `prefetch` and the offline check ask it
 from tracks.vision.data.synthetic import (
     FAINTEST_OBJECT,
     SYNTHETIC_TEST_EXAMPLES,
     SYNTHETIC_TRAIN_EXAMPLES,
     make_synthetic_images,
 )
-from tracks.vision.source import SOURCE_FORMS, parse_source
 from tracks.common.track import source_title
+from tracks.vision.source import SOURCE_FORMS, parse_source
 
 
 CIFAR10_CLASS_NAMES = (
