@@ -54,14 +54,14 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=8, help="profiled steps (default 8)")
     parser.add_argument("--top", type=int, default=8, help="op types listed (default 8)")
     args = parser.parse_args(argv)
-    from tracks.common.process_setup import configure_process, read_environment
+    from tracks.common.environment import configure_process, read_environment
 
     configure_process(read_environment())  # as a track's command does: pools that sleep, before any op
     import tensorflow as tf
 
     from benchmarks.throughput import vision_setup
     from residual_keras import batchnorm
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
 
     setup_args = argparse.Namespace(xla="auto", precision="auto", steps_per_execution=1)
     config, build, train_ds, _, _ = vision_setup("resnet20", setup_args)

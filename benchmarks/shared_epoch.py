@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from throughput import Competitors  # noqa: E402
 
-SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"  # tracks/common/process_setup.py's (not imported here)
+SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"  # tracks/common/environment.py's (not imported here)
 
 
 def train(model, epochs, out):
@@ -82,7 +82,7 @@ def main(argv=None):
                                               ("beside a training run", "training"))}
     quiet = statistics.median(conditions["quiet"])
     results = {"model": args.model, "epochs": args.epochs, "fair_share_slowdown": 2,
-               # the training processes' thread pools (tracks/common/process_setup.py: off unless the variable is 1)
+               # the training processes' thread pools (tracks/common/environment.py: off unless the variable is 1)
                "thread_spinning": os.environ.get(SPINNING_VARIABLE) == "1",
                "conditions": {name: {"epoch_seconds": [round(s, 2) for s in seconds],
                                      "median_s": round(statistics.median(seconds), 2),

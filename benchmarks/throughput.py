@@ -242,10 +242,10 @@ class Competitors:
 def measure(name, args, peers_available):
     import numpy as np
 
-    from tracks.common.process_setup import configure_process, read_environment
+    from tracks.common.environment import configure_process, read_environment
 
     configure_process(read_environment())  # as a track's command does: pools that sleep, before any op
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
     from tracks.common.xla import xla_step_ran
 
     track, description, peer, flops_per_unit = MODELS[name]

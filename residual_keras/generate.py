@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from residual_keras.checks import check_positive_int
-from residual_keras.diagnostics._blocks import all_layers
+from residual_keras.diagnostics._block_search import all_layers
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.embedding import TokenAndPositionEmbedding
 

@@ -62,7 +62,7 @@ def supervisor_rss():
 
 
 def main(argv):
-    from tracks.exercises import autograder, gradebook, reports  # noqa: F401  (what run_autograder's process imports)
+    from tracks.exercises import autograder, gradebook, grading  # noqa: F401  (what run_autograder's process imports)
     from tracks.exercises.catalogue import BY_NUMBER
 
     numbers = [int(text) for text in argv] or sorted(BY_NUMBER)
@@ -81,7 +81,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from tracks.common.process_setup import choose_tensorflow
+    from tracks.common.environment import choose_tensorflow
 
     choose_tensorflow()
     sys.exit(main(sys.argv[1:]))

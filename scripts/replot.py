@@ -102,7 +102,7 @@ def _plot_banner(track_name, banner):
 def _read(run_path):
     """(track, base track name, config, results as a dict, diagnose) of a run directory, or ReplotError."""
     from tracks.common.config import ConfigError, config_from_dict
-    from tracks.common.run_dir import RunDirectory, read_json
+    from tracks.common.run_directory import RunDirectory, read_json
     from tracks.registry import TRACKS, track as track_named
 
     if not (run_path / "config.json").is_file():
@@ -165,7 +165,7 @@ def _data(track, base, config, results, run_path, source=None):
 def _locked(run_path, track_name):
     """The run's lock while its figures are drawn: not while it trains (it draws them itself at the end)."""
     from tracks.common.config import ConfigError
-    from tracks.common.run_dir import LOCK_NAME, RunDirectory
+    from tracks.common.run_directory import LOCK_NAME, RunDirectory
 
     had_lock = (run_path / LOCK_NAME).exists()
     run = RunDirectory(run_path, track_name)
@@ -209,9 +209,9 @@ def measure_jacobians(run_path, source=None, log=print):
     """jacobian.png and jacobian_blocks.png measured again at initialisation; the files written (see the docstring)."""
     import tempfile
 
-    from tracks.common.device_setup import setup_runtime
     from tracks.common.run import measure_at_initialisation
-    from tracks.common.run_dir import RunDirectory
+    from tracks.common.run_directory import RunDirectory
+    from tracks.common.runtime import setup_runtime
     from tracks.common.track import RunContext
 
     track, base, config, results, diagnose = _read(run_path)

@@ -9,7 +9,7 @@ import os
 import keras
 
 from tracks.common import training
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 from tracks.common.track import Track
 
 # Where `kill_at` can stop a run, in the order they happen for one model.

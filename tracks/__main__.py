@@ -11,12 +11,13 @@
 
 import argparse
 import ast
+import importlib.metadata
 import importlib.util
 import pathlib
 import sys
 
+from tracks.common.environment import choose_tensorflow
 from tracks.common.options import OneLineParser, package_version
-from tracks.common.process_setup import choose_tensorflow
 
 def tracks():
     """[(track, console script or None)]: every track of tracks/registry.py.
@@ -24,7 +25,6 @@ def tracks():
     A track is `python -m tracks.<track>`; a console script (pyproject.toml's
     [project.scripts]) is an optional second name for it.
     """
-    import importlib.metadata
 
     from tracks.registry import TRACKS
 

@@ -112,13 +112,13 @@ can store.
 
 One instrument a module: `gradients`, `jacobian`, `activations`, `lesion`,
 `paths`, `stream`, `rank`, `landscape`, `scalar_chain`, `calibration`, `dynamics` (during
-training); `_blocks` finds the blocks (`blocks`), `_forward` runs the model with their
+training); `_block_search` finds the blocks (`blocks`), `_forward` runs the model with their
 calls intercepted, `_inputs` reads the data, `_losses` chooses the loss and `_metrics` the
 metric, `_state` restores the variables, `_precision` keeps products in float32,
 `_autodiff` differentiates.
 """
 
-from residual_keras.diagnostics._blocks import blocks
+from residual_keras.diagnostics._block_search import blocks
 from residual_keras.diagnostics._losses import choose_output
 from residual_keras.diagnostics._precision import full_float32
 from residual_keras.diagnostics.activations import activation_norms

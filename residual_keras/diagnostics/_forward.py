@@ -35,7 +35,7 @@ import contextlib
 import keras
 from keras import ops
 
-from residual_keras.diagnostics._blocks import resolve_blocks
+from residual_keras.diagnostics._block_search import resolve_blocks
 
 
 class _Stop(BaseException):

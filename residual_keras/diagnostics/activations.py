@@ -5,7 +5,7 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _inputs
-from residual_keras.diagnostics._blocks import point_masks
+from residual_keras.diagnostics._block_search import point_masks
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _per_example_masked_rms, _to_numpy

@@ -9,7 +9,7 @@ import keras
 
 from residual_keras._types import ArrayLike
 from residual_keras.diagnostics import _inputs
-from residual_keras.diagnostics._blocks import all_layers
+from residual_keras.diagnostics._block_search import all_layers
 from residual_keras.diagnostics._forward import as_tensors
 from residual_keras.diagnostics._state import unchanged
 

@@ -40,6 +40,7 @@ import csv
 import math
 import os
 import pathlib
+import time
 from typing import Optional, Union
 
 import keras
@@ -47,7 +48,7 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, LossLike
 from residual_keras.diagnostics import _inputs
-from residual_keras.diagnostics._blocks import padding_mask_at
+from residual_keras.diagnostics._block_search import padding_mask_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import measuring
 from residual_keras.diagnostics._tensors import _masked, _per_example_norm, _to_numpy
@@ -144,8 +145,6 @@ class TrainingDynamics(keras.callbacks.Callback):
         return ratios
 
     def _record(self, epoch):
-        import time
-
         start = time.perf_counter()
         with measuring(self.model):
             forward, trace = self._forward()

@@ -6,13 +6,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, Results
+from residual_keras.checks import check_positive_int
 from residual_keras.diagnostics import _autodiff, _inputs
-from residual_keras.diagnostics._blocks import _call, point_masks, steps_at
+from residual_keras.diagnostics._block_search import _call, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.steps import _apply
 from residual_keras.diagnostics._state import instrument
+from residual_keras.steps import _apply
 from residual_keras.diagnostics._tensors import (
     _TINY,
     _masked,

@@ -33,14 +33,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from residual_keras.checks import check_positive_int
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
+from residual_keras.checks import check_positive_int
 from residual_keras.diagnostics import _autodiff, _inputs, _losses
-from residual_keras.diagnostics._blocks import steps_at
+from residual_keras.diagnostics._block_search import steps_at
 from residual_keras.diagnostics._forward import Forward
-from residual_keras.steps import _apply
 from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy
+from residual_keras.steps import _apply
 
 
 @instrument

@@ -40,7 +40,7 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, Results
 from residual_keras.diagnostics import _inputs
-from residual_keras.diagnostics._blocks import padding_mask_at
+from residual_keras.diagnostics._block_search import padding_mask_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import _to_numpy

@@ -30,7 +30,7 @@ import numpy as np
 
 from residual_keras._types import ArrayLike, BlockNames, LossLike, Results
 from residual_keras.diagnostics import _inputs, _losses
-from residual_keras.diagnostics._blocks import padding_mask_at, point_masks, steps_at
+from residual_keras.diagnostics._block_search import padding_mask_at, point_masks, steps_at
 from residual_keras.diagnostics._forward import Forward
 from residual_keras.diagnostics._state import instrument
 from residual_keras.diagnostics._tensors import (

@@ -17,7 +17,7 @@ import pytest
 
 PYPROJECT = pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml"
 
-OURS = ["residual_keras", "residual_keras.models", "residual_keras.diagnostics._blocks", "tracks",
+OURS = ["residual_keras", "residual_keras.models", "residual_keras.diagnostics._block_search", "tracks",
         "tracks.vision.data.pipeline", "tracks.language.pipeline", "benchmarks.throughput", "scripts.doc_numbers"]
 THEIRS = ["keras.src.x", "keras", "tensorflow.python.data.ops.dataset_ops", "numpy", "tensorflow_datasets.core",
           "residual_keras_fork", "trackster", "test_models"]

@@ -207,7 +207,7 @@ def test_every_bad_input_is_refused_in_one_line_before_tensorflow_and_writes_not
 def test_the_fused_batchnorm_spellings_the_boundary_accepts_are_those_the_layer_reads(monkeypatch):
     from residual_keras import batchnorm
     from tracks.common.config import ConfigError
-    from tracks.common.process_setup import FUSED_SWITCH, FUSED_VARIABLE, read_environment
+    from tracks.common.environment import FUSED_SWITCH, FUSED_VARIABLE, read_environment
 
     for spelling, on in [*FUSED_SWITCH.items(), *((key.upper(), on) for key, on in FUSED_SWITCH.items())]:
         monkeypatch.setenv(FUSED_VARIABLE, spelling)
@@ -222,7 +222,7 @@ def test_the_fused_batchnorm_spellings_the_boundary_accepts_are_those_the_layer_
 
 
 def test_tensorflows_start_up_lines_below_the_level_are_left_out_and_the_rest_kept():
-    from tracks.common.process_setup import filter_native_log
+    from tracks.common.environment import filter_native_log
 
     text = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
             "I0000 00:00:1796451894.802595    1789 port.cc:153] oneDNN custom operations are on.\n"

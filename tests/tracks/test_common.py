@@ -17,11 +17,11 @@ import pytest
 import keras
 import tensorflow as tf
 from track_helpers import Killed, snapshot
-from tracks.common.options import train_parser
 from tracks.common.config import ConfigError, config_from_args, config_from_dict, write_json
+from tracks.common.environment import check_strategy
+from tracks.common.options import train_parser
 from tracks.common.results import ModelResult
-from tracks.common.run_dir import RunDirectory, RunFileError
-from tracks.common.process_setup import check_strategy
+from tracks.common.run_directory import RunDirectory, RunFileError
 from tracks.common.training import (
     Checkpoints,
     describe_outcome,
@@ -167,7 +167,7 @@ def test_a_locked_run_refuses_other_processes_until_its_owner_dies(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
-            from tracks.common.run_dir import RunDirectory
+            from tracks.common.run_directory import RunDirectory
             RunDirectory({str(run.path)!r}, "toy").lock()
             print("locked", flush=True)
             time.sleep(60)
@@ -203,7 +203,7 @@ def test_the_strategy_is_checked_before_anything_runs(monkeypatch):
 
 
 def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
 
     setup_runtime("fp32", "off", "none", cpu_graph_optimizer=False)
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
@@ -211,11 +211,11 @@ def test_a_track_turns_grappler_off_on_a_cpu_for_its_own_runs_only():
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is False
 
 
-SPINNING_PROBE = ("from tracks.common.process_setup import configure_process, read_environment\n"
+SPINNING_PROBE = ("from tracks.common.environment import configure_process, read_environment\n"
                   "configure_process(read_environment())  # as a command does, once its options are checked\n"
-                  "import tracks.common.process_setup as process, tensorflow as tf\n"
+                  "import tracks.common.environment as environment, tensorflow as tf\n"
                   "tf.constant(1.0) + 1.0  # TensorFlow's runtime and its thread pools start here\n"
-                  "print(process.thread_spinning(), process.disable_thread_spinning())\n")
+                  "print(environment.thread_spinning(), environment.disable_thread_spinning())\n")
 
 
 def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
@@ -232,8 +232,8 @@ def test_the_tracks_make_tensorflows_thread_pools_sleep_instead_of_spin():
 
 
 def test_a_run_records_whether_its_thread_pools_spin():
-    from tracks.common.process_setup import thread_spinning
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.environment import thread_spinning
+    from tracks.common.runtime import setup_runtime
 
     described = setup_runtime("fp32", "off", "none").describe()
     assert described["thread_spinning"] is thread_spinning()
@@ -438,14 +438,14 @@ def test_precision_auto_on_a_cpu_is_bf16_where_the_cpu_has_it_and_the_track_gain
                                                                                   cpu_has, expected):
     import keras
 
-    from tracks.common import device_setup
+    from tracks.common import runtime as runtime_module
 
-    monkeypatch.setattr(device_setup, "_gpu_details", lambda: [])
-    monkeypatch.setattr(device_setup, "cpu_has_bf16", lambda: cpu_has)
+    monkeypatch.setattr(runtime_module, "_gpu_details", lambda: [])
+    monkeypatch.setattr(runtime_module, "cpu_has_bf16", lambda: cpu_has)
     try:
-        runtime = device_setup.setup_runtime("auto", "off", cpu_bf16=track_gains)
+        runtime = runtime_module.setup_runtime("auto", "off", cpu_bf16=track_gains)
         assert runtime.precision == expected
         assert keras.config.dtype_policy().name == ("mixed_bfloat16" if expected == "bf16" else "float32")
-        assert device_setup.setup_runtime("fp32", "off", cpu_bf16=track_gains).precision == "fp32"  # typed: kept
+        assert runtime_module.setup_runtime("fp32", "off", cpu_bf16=track_gains).precision == "fp32"  # typed: kept
     finally:
         keras.config.set_dtype_policy("float32")

@@ -23,7 +23,7 @@ from tracks.common.cpu_settings import (
     cpu_kind,
     describe_cpu_settings,
 )
-from tracks.common.process_setup import read_environment
+from tracks.common.environment import read_environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -123,8 +123,8 @@ def test_too_late_to_change_tensorflow_is_an_error_that_says_when_to_call_it(mon
 
 
 def test_a_run_records_its_cpu_kind_and_whether_onednn_really_is_on():
-    from tracks.common.device_setup import setup_runtime
     from tracks.common.cpu_settings import tensorflow_onednn_enabled
+    from tracks.common.runtime import setup_runtime
 
     described = setup_runtime("fp32", "off", "none").describe()
     settings = described["cpu_settings"]

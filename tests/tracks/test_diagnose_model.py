@@ -105,7 +105,7 @@ def test_a_text_model_is_measured_on_ids_from_its_vocabulary_and_a_nan_is_a_fail
 
 
 def test_output_index_by_name_on_a_dict_model_and_the_lock_is_released(tmp_path, capsys):
-    from tracks.common.run_dir import RunDirectory
+    from tracks.common.run_directory import RunDirectory
 
     images = keras.Input((8, 8, 3))
     x = cifar_resnet(8, width=4, input_shape=(8, 8, 3))(images)
@@ -195,7 +195,7 @@ def test_no_gradient_is_a_failure_only_where_the_loss_is_zero(tmp_path, capsys):
 def test_diagnose_model_releases_its_lock_however_it_ends(tmp_path, capsys, monkeypatch, failure, code, said):
     """diagnose --model runs through the same command path as training: one line, the lock released."""
     from tracks.common import instruments
-    from tracks.common.run_dir import RunDirectory
+    from tracks.common.run_directory import RunDirectory
 
     created = []
     create = RunDirectory.create.__func__

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracks.common.run_command import raise_if_interrupted, signals_as_interruptions, take_interruption
+from tracks.common.command import raise_if_interrupted, signals_as_interruptions, take_interruption
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,8 +85,8 @@ def test_a_resumed_toy_run_draws_again_the_figures_that_were_removed(tmp_path):
 
 def _started(argv, tmp_path):
     """(config, run directory, data) as a vision run on `argv` would start, without training."""
+    from tracks.common.environment import read_environment
     from tracks.common.options import train_parser
-    from tracks.common.process_setup import read_environment
     from tracks.common.resume import check_run, start_or_resume
     from tracks.vision.track import TRACK
 

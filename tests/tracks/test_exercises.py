@@ -20,8 +20,8 @@ from track_helpers import run_cli
 from tracks.__main__ import main as tracks_main
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import judge_all
+from tracks.exercises.grading import exercise_number
 from tracks.exercises.harness.runner import probes_of, run
-from tracks.exercises.reports import exercise_number
 from tracks.exercises.sandbox import read_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -178,8 +178,8 @@ def test_the_drawn_sizes_tell_every_setting_apart_in_every_draw():
 
 
 def test_a_comparison_is_relative_at_any_magnitude():
-    from tracks.exercises.exercise import close
     from tracks.exercises.ex5_bounds import judge_answers
+    from tracks.exercises.exercise import close
 
     rng = np.random.default_rng(0)
     for _ in range(200):  # a verdict is the same at every magnitude: no absolute tolerance decides it

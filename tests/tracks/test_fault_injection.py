@@ -29,7 +29,7 @@ import pytest
 import keras
 import tensorflow as tf
 from track_helpers import SIGNAL_STAGES, disk_full_at, run_cli, signal_at
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 from tracks.common.training import Checkpoints, fit_with_backup, read_metrics_rows
 from tracks.toy.__main__ import main as toy_main
 from tracks.toy.track import TRACK as TOY
@@ -62,7 +62,7 @@ TINY_TRAINING = textwrap.dedent("""
     from fault_runner import sigkill
     from test_fault_injection import tiny_epoch_data, tiny_model
     from track_helpers import kill_at
-    from tracks.common.run_dir import RunDirectory
+    from tracks.common.run_directory import RunDirectory
     from tracks.common.training import fit_with_backup
 
     run = RunDirectory(sys.argv[1], "toy")
@@ -199,7 +199,7 @@ def test_sigterm_and_ctrl_c_at_every_stage_end_in_one_line_and_resume_to_the_sam
 def test_a_signal_raised_inside_a_finaliser_prints_nothing_and_still_stops_the_command(capfd):
     """Python hands an exception raised in a finaliser to sys.unraisablehook ("Exception ignored ... Traceback"):
     the command's hook takes its own interruption silently and delivers it again, outside the finaliser."""
-    from tracks.common.run_command import Terminated, signals_as_interruptions, take_interruption
+    from tracks.common.command import Terminated, signals_as_interruptions, take_interruption
 
     class Finalised:
         def __del__(self):

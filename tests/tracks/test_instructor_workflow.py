@@ -374,7 +374,7 @@ def test_a_file_too_large_or_too_deep_for_the_grader_is_refused_unread_or_unpars
     """The grader reads and parses a submission in its own process (to find EXERCISE = N): a huge file is
     not read, and code nested past the parser's limit is a failed row, not a grader crash."""
     from tracks.exercises import submissions
-    from tracks.exercises.reports import grade_file
+    from tracks.exercises.grading import grade_file
 
     huge = tmp_path / "ex5_huge.py"
     huge.write_bytes(b"EXERCISE = 5\n" + b"#" * (submissions.MAX_SOURCE_BYTES + 1))

@@ -69,16 +69,16 @@ def private_uses(path):
 
 def test_the_checker_finds_private_names_of_other_packages(tmp_path, monkeypatch):
     probe = ROOT / "tests" / "_layout_probe.py"
-    probe.write_text("from residual_keras.diagnostics._blocks import outermost_blocks\n"
+    probe.write_text("from residual_keras.diagnostics._block_search import outermost_blocks\n"
                      "from tracks.vision.data import loading as vision_sources\n"
                      "import residual_keras as rk\n"
-                     "from tracks.common.run_dir import RunDirectory\n"
+                     "from tracks.common.run_directory import RunDirectory\n"
                      "x = vision_sources._split\nrk.plots._style\nRunDirectory.create\n")
     try:
         found = private_uses(probe)
     finally:
         probe.unlink()
-    assert found == ["line 1: from residual_keras.diagnostics._blocks import ...",
+    assert found == ["line 1: from residual_keras.diagnostics._block_search import ...",
                      "line 5: vision_sources._split", "line 6: rk.plots._style"]
 
 

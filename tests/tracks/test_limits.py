@@ -79,7 +79,7 @@ def test_every_track_estimates_every_preset_from_its_config_alone():
 
 def test_the_head_width_minimum_is_the_librarys():
     from residual_keras.attention import MIN_HEAD_DIM
-    from tracks.common.checks import min_head_dim
+    from tracks.common.option_ranges import min_head_dim
 
     assert min_head_dim() == MIN_HEAD_DIM  # read from attention.py without importing Keras
 

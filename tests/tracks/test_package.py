@@ -17,7 +17,7 @@ import pytest
 
 import tracks.__main__ as tracks_main
 from residual_keras import __version__
-from tracks.common.process_setup import use_tensorflow_backend
+from tracks.common.environment import use_tensorflow_backend
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -67,7 +67,7 @@ def test_version_option_of_the_tracks():
 
 
 def test_tracks_use_tensorflow_when_another_backend_is_chosen_and_say_so_in_one_line():
-    result = _python("from tracks.common.process_setup import configure_process, read_environment\n"
+    result = _python("from tracks.common.environment import configure_process, read_environment\n"
                      "configure_process(read_environment())\n"
                      "import keras; print(keras.backend.backend())", "jax")
     assert result.returncode == 0, result.stderr[-2000:]

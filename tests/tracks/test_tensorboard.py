@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import residual_keras as rk
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 from tracks.common.tensorboard import read_scalars
 from tracks.common.training import Checkpoints, fit_with_backup
 

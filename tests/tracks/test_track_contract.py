@@ -19,7 +19,7 @@ import pytest
 from tracks.common import cli
 from tracks.common import run as run_module
 from tracks.common.results import SCHEMA
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 
 TRACKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "tracks"
 TRACK_NAMES = sorted(path.parent.name for path in TRACKS_DIR.glob("*/track.py") if path.parent.name != "common")

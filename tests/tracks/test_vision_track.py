@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from track_helpers import Killed, assert_refused_in_one_line, kill_at, run_cli, snapshot
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 from tracks.common.training import Checkpoints, read_metrics_rows
 from tracks.vision.__main__ import main
 
@@ -259,7 +259,7 @@ def test_an_unusable_out_is_one_line(tmp_path, capsys):
 
 def _started_run(tmp_path, epochs=2):
     """A run directory as a killed run leaves it before training (no model trained yet)."""
-    from tracks.common.run_dir import RunDirectory
+    from tracks.common.run_directory import RunDirectory
     from tracks.vision.data import fingerprint, load_vision_data
     from tracks.vision.presets import PRESETS
 

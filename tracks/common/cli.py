@@ -10,8 +10,8 @@
 Each command reads and checks its arguments and the environment with the
 standard library first (a refusal is one line, exit code 2, before
 TensorFlow loads and before anything is written), then calls
-`process_setup.configure_process` once, then works. Every command that writes a
-run goes through `run_command.run_command` (the lock, one-line errors, Ctrl-C
+`environment.configure_process` once, then works. Every command that writes a
+run goes through `command.run_command` (the lock, one-line errors, Ctrl-C
 and SIGTERM), given plain functions: how the run starts
 (`resume.start_or_resume`) and what it does (`seeds.train`,
 `run.diagnose_one_run`); diagnose --model too.
@@ -21,14 +21,14 @@ import functools
 import sys
 
 from tracks.common import seeds
+from tracks.common.command import interruption, run_command, signals_as_interruptions, take_interruption
 from tracks.common.compare import compare_command
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
+from tracks.common.environment import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.options import OneLineParser, train_parser
-from tracks.common.process_setup import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.resume import check_run, start_or_resume
 from tracks.common.run import diagnose_one_run
-from tracks.common.run_command import interruption, run_command, signals_as_interruptions, take_interruption
 from tracks.common.tfds_source import prefetch
 
 

@@ -31,11 +31,11 @@ import math
 import pathlib
 
 from tracks.common.console import fail, log
+from tracks.common.environment import configure_process, read_environment
 from tracks.common.options import OneLineParser
-from tracks.common.process_setup import configure_process, read_environment
 from tracks.common.report import format_value, text_table
 from tracks.common.results import ResultsFormatError, RunResults
-from tracks.common.run_dir import RunFileError, read_json
+from tracks.common.run_directory import RunFileError, read_json
 
 UNITS = {"percent": "percent", "nats": "float", "ratio": "ratio", "fraction": "percent"}
 LOWER_BOUND = "lower bound"  # the unit of a power-iteration estimate that did not converge: shown "≥ value"

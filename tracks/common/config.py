@@ -27,7 +27,7 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeOptions:
-    """The options of how a run computes, shared by every track's config (device_setup.py applies them)."""
+    """The options of how a run computes, shared by every track's config (runtime.py applies them)."""
 
     precision: str = dataclasses.field(
         default="auto", metadata={"help": "auto (bf16 on GPUs that support it) | bf16 | fp32",

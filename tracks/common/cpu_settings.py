@@ -7,7 +7,7 @@ have, it runs its own kernels, and ResNet-20 trained about half as fast
 /proc/cpuinfo (capped by ONEDNN_MAX_CPU_ISA, as oneDNN is, so that an AVX2
 CPU emulated on an AVX-512 machine is set up as a real one) and turns
 oneDNN on where TensorFlow leaves it off. The tracks call it
-(process_setup.configure_process); a student's own script calls it first:
+(environment.configure_process); a student's own script calls it first:
 
     from tracks.common.cpu_settings import apply_cpu_settings; apply_cpu_settings()
 

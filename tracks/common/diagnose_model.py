@@ -18,21 +18,22 @@ kept unless `--calibrate-batchnorm` asks for the batch's statistics.
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import pathlib
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracks.common.run_command import run_command
+from tracks.common.command import run_command
 from tracks.common.console import fail, log
+from tracks.common.environment import configure_process
 from tracks.common.model_file import check_model_file, explain_load_failure
 from tracks.common.options import train_parser
-from tracks.common.process_setup import configure_process
-from tracks.common.resume import resolve_config
-from tracks.common.run_dir import RunDirectory
 from tracks.common.results import SCHEMA
+from tracks.common.resume import resolve_config
 from tracks.common.run import load
+from tracks.common.run_directory import RunDirectory
 from tracks.common.track import GridModel, RunContext
 
 
@@ -265,7 +266,7 @@ class _Measurement(NamedTuple):
 def diagnose_saved_models(track, argv, environment):
     """The `diagnose --model` command of a `Track`; returns the exit code.
 
-    It runs as every command that writes a run does (`run_command.run_command`):
+    It runs as every command that writes a run does (`command.run_command`):
     the models and the batch are loaded and checked before the run directory
     is made, the run's lock is released however the measurement ends, and
     an interrupted or failed measurement leaves nothing behind. The options
@@ -280,50 +281,50 @@ def diagnose_saved_models(track, argv, environment):
         return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
     blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
     output_index = _output_index(args.output_index)
-
-    def prepare():
-        config = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets).config
-        if args.examples < 1:
-            raise ValueError(f"--examples must be >= 1, got {args.examples}")
-        if args.input_shape is None and (args.input_dtype or args.input_range):
-            raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
-        shape = None if args.input_shape is None else _parse_shape(args.input_shape)
-        for path in args.model:
-            check_model_file(path)
-        configure_process(environment)
-        loaded = _load(args.model, args.modules)
-        data = None
-        if args.input_shape is None:
-            config = dataclasses.replace(config, data=track.parse_source(config.data))
-            data = load(track, config, trains=False)  # --model: no training option applies
-        batches = []
-        for _, _, model in loaded:
-            if shape is not None:
-                batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
-                                              args.input_range, config.seed), None))
-            else:
-                x, y = _track_batch(config, data, model, track.parts.instrument_batch, output_index)
-                batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
-        x, y = batches[0]
-        if any(other.shape != x.shape for other, _ in batches):
-            raise ValueError("the two models take inputs of different shapes "
-                             f"({', '.join(str(other.shape[1:]) for other, _ in batches)}); "
-                             "compare models that read the same data")
-        if any(labels is None for _, labels in batches):
-            y = None  # random labels for both, so that their losses compare
-        run = RunDirectory.create(f"{track.name}-diagnose", config, out=args.out)
-        return config, run, _Measurement(loaded, x, y, shape, data)
-
-    def measure(config, run, measurement):
-        return _measure(run, track, config, measurement, blocks, output_index, args)
-
-    return run_command(prog, prepare, measure, resumable=False)
+    return run_command(prog, functools.partial(_prepare, track, args, environment),
+                       functools.partial(_measure, track, blocks, output_index, args), resumable=False)
 
 
-def _measure(run, track, config, measurement, blocks, output_index, args):
+def _prepare(track, args, environment):
+    """(config, run, measurement): the options, the models and the batch checked, then the run directory made."""
+    config = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets).config
+    output_index = _output_index(args.output_index)
+    if args.examples < 1:
+        raise ValueError(f"--examples must be >= 1, got {args.examples}")
+    if args.input_shape is None and (args.input_dtype or args.input_range):
+        raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
+    shape = None if args.input_shape is None else _parse_shape(args.input_shape)
+    for path in args.model:
+        check_model_file(path)
+    configure_process(environment)
+    loaded = _load(args.model, args.modules)
+    data = None
+    if args.input_shape is None:
+        config = dataclasses.replace(config, data=track.parse_source(config.data))
+        data = load(track, config, trains=False)  # --model: no training option applies
+    batches = []
+    for _, _, model in loaded:
+        if shape is not None:
+            batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
+                                          args.input_range, config.seed), None))
+        else:
+            x, y = _track_batch(config, data, model, track.parts.instrument_batch, output_index)
+            batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
+    x, y = batches[0]
+    if any(other.shape != x.shape for other, _ in batches):
+        raise ValueError("the two models take inputs of different shapes "
+                         f"({', '.join(str(other.shape[1:]) for other, _ in batches)}); "
+                         "compare models that read the same data")
+    if any(labels is None for _, labels in batches):
+        y = None  # random labels for both, so that their losses compare
+    run = RunDirectory.create(f"{track.name}-diagnose", config, out=args.out)
+    return config, run, _Measurement(loaded, x, y, shape, data)
+
+
+def _measure(track, blocks, output_index, args, config, run, measurement):
     """The instruments on the loaded models, into `run`; the exit code (the run is discarded on failure)."""
     from tracks.common import instrument_report, instruments
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
 
     loaded, x, y, shape, data = measurement
     banner = None if data is None else data.plot_banner

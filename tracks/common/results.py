@@ -171,7 +171,7 @@ class RunResults(_Record):
         dataset, dataset_title, banner: the data (name, as a reader names it,
             the fallback's warning or None).
         preset, device, precision, replicas, strategy, xla, versions,
-            thread_spinning, cpu_settings: how the run ran (device_setup.Runtime.describe;
+            thread_spinning, cpu_settings: how the run ran (runtime.Runtime.describe;
             cpu_settings: the CPU's kind and TensorFlow's oneDNN setting, cpu_settings.cpu_settings_in_effect).
         seeds, seed_runs: a `--seeds` run's seeds and their directories.
         best_model: {"id", "val_loss"} of the model saved as best_model.keras.

@@ -17,11 +17,11 @@ from typing import Any, Optional
 
 from tracks.common.config import ConfigError, config_from_args, given_options, option_name
 from tracks.common.console import log
+from tracks.common.environment import check_cache_directory, check_strategy, configure_process
 from tracks.common.limits import refuse_beyond_machine
 from tracks.common.options import APPLIED_ON_RESUME
-from tracks.common.process_setup import check_cache_directory, check_strategy, configure_process
 from tracks.common.run import load
-from tracks.common.run_dir import RunDirectory
+from tracks.common.run_directory import RunDirectory
 from tracks.common.track import RunContext
 
 
@@ -119,7 +119,7 @@ def start_or_resume(track, args, checked, environment, *, trains=True):
         track: the `Track` (its config, presets and data).
         args: the parsed `train_parser` options.
         checked: the `CheckedRun` of `check_run`.
-        environment: `process_setup.read_environment()`, for `configure_process`.
+        environment: `environment.read_environment()`, for `configure_process`.
         trains: False for diagnose: the training options' checks do not apply.
 
     Raises:

@@ -13,9 +13,9 @@ after (every refusal answers without it).
 import dataclasses
 import re
 
+from tracks.common.command import raise_if_interrupted
 from tracks.common.console import announce, log
 from tracks.common.results import SCHEMA
-from tracks.common.run_command import raise_if_interrupted
 from tracks.common.track import GridModel, RunContext
 
 
@@ -91,7 +91,7 @@ def estimate_seconds(track, ctx):
 
 def train_one_run(track, ctx):
     """Trains the grid of one run (one seed) into ctx.run, then writes its report."""
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
     from tracks.common.training import run_grid
 
     config, run, data = ctx.config, ctx.run, ctx.data
@@ -120,7 +120,7 @@ def train_one_run(track, ctx):
 def diagnose_one_run(track, config, run, data):
     """`diagnose`: the grid's models measured at initialisation into `run` (results.json, figures, summary.md)."""
     from tracks.common import instrument_report
-    from tracks.common.device_setup import setup_runtime
+    from tracks.common.runtime import setup_runtime
 
     setup_runtime("fp32", "off", "none", seed=config.seed)
     ctx = RunContext(config, run, data)

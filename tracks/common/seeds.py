@@ -23,7 +23,7 @@ from tracks.common.config import config_to_dict, write_json
 from tracks.common.console import log
 from tracks.common.resume import refuse_other_data
 from tracks.common.run import load, note_missing_figures, train_one_run
-from tracks.common.run_dir import RunDirectory, read_json
+from tracks.common.run_directory import RunDirectory, read_json
 from tracks.common.track import RunContext
 
 

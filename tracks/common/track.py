@@ -55,7 +55,7 @@ class RunContext:
             `--seeds` run makes one context per seed).
         run: the `RunDirectory` written to (None while the data are loaded).
         data: the loaded data (None while they are loaded).
-        runtime: what `tracks.common.device_setup.setup_runtime` set up (the
+        runtime: what `tracks.common.runtime.setup_runtime` set up (the
             distribution strategy, precision, XLA); None before training.
         log: where progress lines go.
         trains: False for a command that trains nothing (diagnose): the
@@ -226,7 +226,7 @@ class Track:
     # bfloat16 under --precision auto on a CPU with AVX512_BF16 or AMX (measured per track): off for all three,
     # slower at the CPU presets' widths (benchmarks/NOTES.md, issue 53)
     cpu_bf16: bool = False
-    cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: device_setup.py)
+    cpu_graph_optimizer: bool = True  # TensorFlow's Grappler on a CPU (measured per track: runtime.py)
     # Its config fields, besides preset, variants and depths, that change what a run measures, per kind of run
     # ("training", "diagnose"): `compare` says when a run and its reference differ in one.
     setup_fields: Mapping[str, tuple] = dataclasses.field(default_factory=dict)

@@ -51,9 +51,9 @@ import numpy as np
 
 from residual_keras.diagnostics import TrainingDynamics
 
-from tracks.common.run_command import raise_if_interrupted
+from tracks.common.command import raise_if_interrupted
 from tracks.common.results import RunResults
-from tracks.common.run_dir import RunFileError
+from tracks.common.run_directory import RunFileError
 from tracks.common.tensorboard import epoch_summaries
 
 

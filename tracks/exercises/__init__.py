@@ -11,7 +11,7 @@ its own process under a supervisor of its own (sandbox.py is the grader's
 side; harness/ is the file's side: the supervisor, the runner, the
 confinement and the probes, which call the student's code and hold no
 expected value) and sends back what the student's code computed; the
-verdicts are made in the grader's process (exercise.py, reports.py), from
+verdicts are made in the grader's process (exercise.py, grading.py), from
 values it computes itself, and gradebook.py writes them down. A confined
 file cannot read this package. The instructors' solutions live outside the
 package, in the repository's `solutions/` folder. docs/grading.md is the

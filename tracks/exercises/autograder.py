@@ -25,6 +25,7 @@ import argparse
 import base64
 import csv
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -120,8 +121,6 @@ def _record_hash(data):
 
 def _repacked_wheel(folder):
     """This version's wheel made again from the installed files its RECORD lists (an installed package)."""
-    import importlib.metadata
-
     distribution = importlib.metadata.distribution("residual-keras")
     version = distribution.version
     info = f"residual_keras-{version}.dist-info"
@@ -247,7 +246,7 @@ def results(reports, config, seed, seconds):
 def run(root, config_path):
     """Grades root/submission/ into root/results/results.json (written whatever happens); 0 when graded."""
     from tracks.exercises.gradebook import class_files
-    from tracks.exercises.reports import grade_files
+    from tracks.exercises.grading import grade_files
     from tracks.exercises.sandbox import SubmissionLimits
 
     root = pathlib.Path(root)
@@ -295,7 +294,7 @@ __all__ = ["VISIBILITY", "build", "build_wheel", "parse_exercises", "project_roo
 
 
 if __name__ == "__main__":
-    from tracks.common.process_setup import choose_tensorflow
+    from tracks.common.environment import choose_tensorflow
 
     choose_tensorflow()
     sys.exit(main())

@@ -12,7 +12,7 @@
                            [--exercises 1,3,5]
 
 `check` and `grade` run each file in its own process with the same limits
-and the same checks (tracks/exercises/sandbox.py, reports.py); the verdicts
+and the same checks (tracks/exercises/sandbox.py, grading.py); the verdicts
 are computed here, from the values the file's code sent back. A file says
 which exercise it is (`EXERCISE = N`, as the skeleton does). Where the
 Linux process sandbox cannot run (macOS, Windows), `check` runs a student's
@@ -32,9 +32,9 @@ import secrets
 import sys
 import tempfile
 
-from tracks.common.checks import nearest_existing
+from tracks.common.command import interruption, signals_as_interruptions, take_interruption
 from tracks.common.console import fail
-from tracks.common.run_command import interruption, signals_as_interruptions, take_interruption
+from tracks.common.option_ranges import nearest_existing
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
 from tracks.exercises.sandbox import SubmissionLimits, sandbox_problem, unconfined_words
@@ -105,7 +105,7 @@ def _read_tail(path, limit=4000):
 
 
 def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
-    from tracks.exercises.reports import GradingInterrupted, grade_files
+    from tracks.exercises.grading import GradingInterrupted, grade_files
 
     paths = [pathlib.Path(name) for name in files]
     folders = [str(path) for path in paths if path.is_dir()]
@@ -156,7 +156,7 @@ def _positive(kind):
 
 
 def _seed(text):
-    from tracks.common.checks import check_seed
+    from tracks.common.option_ranges import check_seed
 
     try:
         value = int(text)
@@ -189,7 +189,7 @@ def _limit_options(parser):
 
 
 def _autograder(rest):
-    from tracks.common.checks import place_problem
+    from tracks.common.option_ranges import place_problem
     from tracks.exercises.autograder import VISIBILITY, build, parse_exercises
     from tracks.exercises.students import Scores, ScoresError, read_scores
 

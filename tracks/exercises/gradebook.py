@@ -35,12 +35,12 @@ import shutil
 import sys
 import time
 
+from tracks.common.command import interruption, signals_held, take_interruption
 from tracks.common.console import fail
-from tracks.common.run_command import interruption, signals_held, take_interruption
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
-from tracks.exercises.exercise import required
-from tracks.exercises.reports import GradingInterrupted, grade_files, student_of
 from tracks.exercises.collect import CollectError, read_collected
+from tracks.exercises.exercise import required
+from tracks.exercises.grading import GradingInterrupted, grade_files, student_of
 from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, read_roster, write_lms_csv,
                                         write_moodle_feedback)
 from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,

@@ -49,6 +49,7 @@ Ctrl-C at the terminal reaches the grader only, which stops them in order.
 
 import ctypes
 import dataclasses
+import importlib.util
 import json
 import os
 import pathlib
@@ -135,8 +136,6 @@ def hidden_folders():
 
 def child_site(folder):
     """The folder first on the child's sys.path: `residual_keras` (a link) and a copy of this harness."""
-    import importlib.util
-
     site = pathlib.Path(folder) / "site"
     site.mkdir(parents=True, exist_ok=True)
     link = site / "residual_keras"
@@ -156,8 +155,6 @@ def cpu_seconds(limits):
 def child_environment(limits, workdir):
     """The grader's environment without PYTHON*, one thread each, and every home and temporary folder in
     `workdir` (the only folder a confined child may write: Keras' config, TensorFlow's autograph files)."""
-    import os
-
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     threads, workdir = str(limits.threads), str(workdir)
     environment.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",

@@ -18,6 +18,7 @@ import json
 import math
 import pathlib
 import re
+import tomllib
 
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES, checks_by_key
 
@@ -67,8 +68,6 @@ def read_scores(path):
         if path.suffix == ".json":
             table = json.loads(text)
         elif path.suffix == ".toml":
-            import tomllib
-
             table = tomllib.loads(text)
         else:
             raise ScoresError(f"--scores {path}: give a .toml or .json file")

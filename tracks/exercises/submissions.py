@@ -20,6 +20,7 @@ instead of a file to run; the grader's report says it in the file's row.
 
 import ast
 import dataclasses
+import json
 import pathlib
 import re
 
@@ -81,7 +82,6 @@ def read_submission(path):
 
 def _cell_sources(data):
     """[(cell number, source)] of the notebook's code cells, or raise ValueError saying what is wrong."""
-    import json
 
     import nbformat
 

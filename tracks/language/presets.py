@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Optional
 
-from tracks.common.checks import (check_counts, check_depths, check_finite_floats, check_seed, check_seeds,
+from tracks.common.option_ranges import (check_counts, check_depths, check_finite_floats, check_seed, check_seeds,
                                   min_head_dim)
 from tracks.common.config import RuntimeOptions, refuse_repeats
 

@@ -2,13 +2,13 @@
 
 import pathlib
 
-from tracks.common.checks import MAX_SEED
 from tracks.common.config import finite_float
 from tracks.common.console import fail
+from tracks.common.environment import configure_process, read_environment
+from tracks.common.option_ranges import MAX_SEED
 from tracks.common.options import OneLineParser
-from tracks.common.process_setup import configure_process, read_environment
 from tracks.common.results import ResultsFormatError
-from tracks.common.run_dir import RunFileError, describe_os_error, read_json
+from tracks.common.run_directory import RunFileError, describe_os_error, read_json
 from tracks.language.results import LanguageResults
 
 

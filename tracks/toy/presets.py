@@ -2,8 +2,8 @@
 
 import dataclasses
 
-from tracks.common.checks import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 from tracks.common.config import RuntimeOptions, refuse_repeats
+from tracks.common.option_ranges import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 
 VARIANTS = ("plain", "residual")
 MAX_DEPTH = 256  # layers: 4x the deep preset's deepest; the degradation shows far below it

@@ -10,9 +10,9 @@ import dataclasses
 import math
 from typing import ClassVar, Optional
 
-from tracks.common.checks import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 from tracks.common.config import RuntimeOptions, refuse_repeats
 from tracks.common.console import log
+from tracks.common.option_ranges import check_counts, check_depths, check_finite_floats, check_seed, check_seeds
 from tracks.vision.variants import VARIANT_HELP, VARIANTS
 
 SCHEDULES = ("cosine", "step")

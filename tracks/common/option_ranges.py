@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import importlib.util
 import math
+import os
 import pathlib
 import typing
 
@@ -85,8 +86,6 @@ def nearest_existing(path):
 def place_problem(path):
     """Why `path` cannot be made, from the file system alone (nothing is written), or None: the place it
     would be made in is a file ("X is a file, not a directory") or not writable ("X is not writable")."""
-    import os
-
     place = nearest_existing(path)
     if not place.is_dir():
         return f"{place} is a file, not a directory"

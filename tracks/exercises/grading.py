@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from tracks.common.run_command import signals_held
+from tracks.common.command import signals_held
 from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
@@ -179,7 +179,7 @@ class GradingInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during `grade_files`, raised once every file's processes have ended.
 
     `reports`: the files graded to the end, by their index in the files given; `cause`: the interruption
-    (KeyboardInterrupt, or tracks.common.run_command.Terminated for SIGTERM).
+    (KeyboardInterrupt, or tracks.common.command.Terminated for SIGTERM).
     """
 
     def __init__(self, reports, cause):

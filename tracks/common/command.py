@@ -16,7 +16,7 @@ import threading
 
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, warn
-from tracks.common.run_dir import describe_os_error
+from tracks.common.run_directory import describe_os_error
 
 
 class Terminated(KeyboardInterrupt):

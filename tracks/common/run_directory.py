@@ -31,8 +31,8 @@ import os
 import pathlib
 import shutil
 
-from tracks.common.checks import place_problem
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
+from tracks.common.option_ranges import place_problem
 
 try:
     import fcntl

@@ -22,20 +22,21 @@ bad value in one line), and only then calls `configure_process`, which:
 
 What belongs to one run rather than to the process (XLA, the dtype policy,
 Grappler on a CPU, the tf.distribute strategy) is set by
-`device_setup.setup_runtime` for each run, from its config and its track.
+`runtime.setup_runtime` for each run, from its config and its track.
 """
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
 
-from tracks.common.checks import place_problem
 from tracks.common.config import ConfigError
 from tracks.common.cpu_settings import apply_cpu_settings, check_cpu_variables
+from tracks.common.option_ranges import place_problem
 
 SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
 REPLICAS_VARIABLE = "RESIDUAL_KERAS_CPU_REPLICAS"
@@ -105,8 +106,6 @@ def read_environment(environ=None):
 
 def check_tensorflow_installed():
     """`ConfigError` saying what to install when TensorFlow is missing (the tracks train with it)."""
-    import importlib.util
-
     if importlib.util.find_spec("tensorflow") is None:
         raise ConfigError("the tracks train with TensorFlow, which is not installed here: pip install "
                           "tensorflow (the package's default install has it; the residual_keras library "

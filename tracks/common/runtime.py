@@ -12,7 +12,7 @@ never used, since Keras resolves it to "off" on a CPU and with tf.distribute.
 TensorFlow's thread pools wait for work by spinning before they sleep; on a
 machine shared with another CPU-bound program a spinning thread burns the
 time slice its partner needs (benchmarks/NOTES.md, fourth pass), so
-`process_setup.configure_process` turns spinning off (`process_setup.disable_thread_spinning`)
+`environment.configure_process` turns spinning off (`environment.disable_thread_spinning`)
 before TensorFlow makes its thread pools; `RESIDUAL_KERAS_THREAD_SPINNING=1`
 keeps it. This module imports TensorFlow: a command imports it after
 `configure_process`.
@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from tracks.common.config import STRATEGIES
 from tracks.common.cpu_settings import cpu_has_bf16, cpu_settings_in_effect, describe_cpu_settings
-from tracks.common.process_setup import check_strategy, read_environment, thread_spinning
+from tracks.common.environment import check_strategy, read_environment, thread_spinning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +150,7 @@ def setup_runtime(precision="auto", xla="auto", strategy="none", *, cpu_xla=Fals
         seed: seeds Python, NumPy and the backend.
         cpu_replicas: logical CPU devices for a mirrored strategy, to try data
             parallelism without GPUs (default: $RESIDUAL_KERAS_CPU_REPLICAS, checked
-            by `process_setup.read_environment`).
+            by `environment.read_environment`).
     """
     if cpu_replicas is None:
         cpu_replicas = read_environment().cpu_replicas
