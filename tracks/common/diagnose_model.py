@@ -281,14 +281,13 @@ def diagnose_saved_models(track, argv, environment):
         return fail(f"--model is given {len(args.model)} times; measure one model, or compare two")
     blocks = [name.strip() for name in args.blocks.split(",") if name.strip()] if args.blocks else None
     output_index = _output_index(args.output_index)
-    return run_command(prog, functools.partial(_prepare, track, args, environment),
+    return run_command(prog, functools.partial(_prepare, track, args, environment, output_index),
                        functools.partial(_measure, track, blocks, output_index, args), resumable=False)
 
 
-def _prepare(track, args, environment):
+def _prepare(track, args, environment, output_index):
     """(config, run, measurement): the options, the models and the batch checked, then the run directory made."""
     config = resolve_config(args, f"{track.name}-diagnose", track.config_cls, track.presets).config
-    output_index = _output_index(args.output_index)
     if args.examples < 1:
         raise ValueError(f"--examples must be >= 1, got {args.examples}")
     if args.input_shape is None and (args.input_dtype or args.input_range):
