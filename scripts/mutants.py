@@ -112,6 +112,9 @@ def grade(mutants, seed, jobs=2, timeout=60, keep=None):
 def read_equivalents(path=EQUIVALENTS):
     """{key: why} of the survivors judged equivalent; ValueError for an entry without both."""
     entries = tomllib.loads(pathlib.Path(path).read_text()).get("equivalent", [])
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise ValueError(f"`equivalent` in {path} must be an array of tables ([[equivalent]] entries), "
+                         f"got {entries!r:.80}")
     found = {}
     for entry in entries:
         key, why = entry.get("mutant"), entry.get("why")
@@ -178,6 +181,31 @@ def report(scores, seed, seconds):
     return "\n".join(lines)
 
 
+def _problem(args):
+    """What is wrong with the command line, in one line (nothing is written before it is checked), or None."""
+    from tracks.common.option_ranges import check_seed, place_problem
+    from tracks.exercises.catalogue import BY_NUMBER
+
+    unknown = [number for number in args.exercise or () if number not in BY_NUMBER]
+    if unknown:
+        return f"no exercise {unknown[0]}"
+    if args.jobs < 1 or args.timeout < 1:
+        return "--jobs and --timeout must be >= 1"
+    if args.list:
+        return None  # nothing is graded: the seeds and --keep are not used
+    if not args.seed:
+        return "give --seed S (or --list)"
+    for seed in args.seed:  # the grader's range: refused here, before a class is written for it
+        try:
+            check_seed("--seed", seed)
+        except ValueError as error:
+            return str(error)
+    where = args.keep and place_problem(args.keep)  # a file, or a folder that is not writable
+    if where:
+        return f"--keep {args.keep}: {where}; choose another folder"
+    return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,12 +217,9 @@ def main(argv=None):
     parser.add_argument("--keep", help="write the classes and gradebooks here and keep them")
     parser.add_argument("--list", action="store_true", help="list the mutants and their keys; grade nothing")
     args = parser.parse_args(argv)
-    from tracks.exercises.catalogue import BY_NUMBER
-
-    unknown = [number for number in args.exercise or () if number not in BY_NUMBER]
-    if unknown or args.jobs < 1 or args.timeout < 1:
-        print(f"error: {'no exercise ' + str(unknown[0]) if unknown else '--jobs and --timeout must be >= 1'}",
-              file=sys.stderr)
+    problem = _problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     mutants = all_mutants(args.exercise)
     if args.list:
@@ -202,9 +227,6 @@ def main(argv=None):
             print(f"[{mutant.operator}] {mutant.diff}\n    key: {mutant.key}")
         print(f"{len(mutants)} mutants")
         return 0
-    if not args.seed:
-        print("error: give --seed S (or --list)", file=sys.stderr)
-        return 2
     try:
         equivalents = read_equivalents(args.equivalents)
     except (OSError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
