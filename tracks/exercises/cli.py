@@ -37,7 +37,8 @@ from tracks.common.console import fail
 from tracks.common.option_ranges import nearest_existing
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
-from tracks.exercises.sandbox import SubmissionLimits, sandbox_problem, unconfined_words
+from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, SubmissionLimits, sandbox_problem,
+                                      unconfined_words)
 
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
@@ -142,7 +143,8 @@ def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
     return 0 if all(report["passed"] for report in reports) else 1
 
 
-def _positive(kind):
+def _positive(kind, maximum=None):
+    """An argparse type: a finite number above 0 and, where `maximum` is given, at most `maximum`."""
     def parse(text):
         try:
             value = kind(text)
@@ -150,6 +152,8 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
         if not math.isfinite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:.15g}, got {text}")
         return value
 
     return parse
@@ -180,12 +184,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _limit_options(parser):
     parser.add_argument("--seed", type=_seed, help="the seed the random inputs are drawn from (default: a new one)")
-    parser.add_argument("--timeout", type=_positive(float), default=120.0,
-                        help="seconds a file may run (default 120)")
-    parser.add_argument("--memory-gb", type=_positive(float), default=4.0,
-                        help="memory a file may allocate, GiB (default 4)")
-    parser.add_argument("--disk-mb", type=_positive(float), default=256.0,
-                        help="what a file may write, its files and its output together, MiB (default 256)")
+    parser.add_argument("--timeout", type=_positive(float, MAX_SECONDS), default=120.0,
+                        help=f"seconds a file may run (default 120, at most {MAX_SECONDS:.15g})")
+    parser.add_argument("--memory-gb", type=_positive(float, MAX_MEMORY_GB), default=4.0,
+                        help=f"memory a file may allocate, GiB (default 4, at most {MAX_MEMORY_GB:.15g})")
+    parser.add_argument("--disk-mb", type=_positive(float, MAX_DISK_MB), default=256.0,
+                        help=f"what a file may write, its files and its output together, MiB (default 256, at "
+                             f"most {MAX_DISK_MB:.15g})")
 
 
 def _autograder(rest):

@@ -46,6 +46,8 @@ import unicodedata
 import zipfile
 import zlib
 
+from tracks.common.option_ranges import place_problem
+
 LAYOUTS = ("canvas", "moodle", "auto")
 PATTERN_GROUPS = ("student", "id", "late", "file")
 COLLECTED = "collected.csv"
@@ -120,6 +122,9 @@ def members(download):
                 source = path.relative_to(download).as_posix()
                 why = ("a link: not followed" if path.is_symlink()
                        else "" if path.is_file() else "not a regular file: not read")
+                if not why and not os.access(path, os.R_OK):
+                    raise CollectError(f"{path}: cannot be read (permission denied); make it readable (chmod u+r), "
+                                       f"or move it out of the download")
                 found.append(Member(source, (lambda p=path: open(p, "rb")), why, copy=not why))
         return found
     if not download.is_file():
@@ -311,6 +316,9 @@ def collect(download, out, layout="auto", pattern=None):
             raise CollectError(f"--out {out} exists and is not an empty folder: choose a new one, or delete it")
         if download.is_dir() and out.resolve().is_relative_to(download.resolve()):
             raise CollectError(f"--out {out} is inside the download {download}: choose a folder outside it")
+        problem = place_problem(out)
+        if problem:
+            raise CollectError(f"--out {out}: {problem}; choose another --out")
         layout, placed = plan(download, layout, pattern)
         out.parent.mkdir(parents=True, exist_ok=True)
     except CollectError as error:

@@ -37,10 +37,11 @@ import time
 
 from tracks.common.command import interruption, signals_held, take_interruption
 from tracks.common.console import fail
+from tracks.common.option_ranges import place_problem
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.collect import CollectError, read_collected
 from tracks.exercises.exercise import required
-from tracks.exercises.grading import GradingInterrupted, grade_files, student_of
+from tracks.exercises.grading import GradingInterrupted, grade_files, printable, student_of
 from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, read_roster, write_lms_csv,
                                         write_moodle_feedback)
 from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,
@@ -210,18 +211,23 @@ def plot(path, reports):
     plt.close(figure)
 
 
+def file_row(path, folder):
+    """A file's student and its path under the class `folder`, as the gradebook writes them (`printable`)."""
+    return {"student": printable(student_of(path, folder)), "file": printable(path.relative_to(folder).as_posix())}
+
+
 def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercises=None):
     """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial;
     `exercises`: the assignment, as in `grade_class`."""
     graded = sorted(done)
     reports = [done[index] for index in graded]
-    rows = [{"student": student_of(files[index], folder), "file": str(files[index].relative_to(folder))}
-            for index in graded]
+    rows = [file_row(files[index], folder) for index in graded]
     for row, report in zip(rows, reports):
         report.update(student=row["student"], file=row["file"])
-    missing = [str(path.relative_to(folder)) for index, path in enumerate(files) if index not in done]
+    missing = [path.relative_to(folder) for index, path in enumerate(files) if index not in done]
     for path in missing:  # the logs of a file cut short: its report was not kept
-        shutil.rmtree(out / "logs" / pathlib.Path(path).with_suffix(""), ignore_errors=True)
+        shutil.rmtree(out / "logs" / path.with_suffix(""), ignore_errors=True)
+    missing = [printable(path.as_posix()) for path in missing]
     write_csv(out / "grades.csv", rows, reports, exercises)
     (out / "grades.json").write_text(json.dumps(
         {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
@@ -256,6 +262,9 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
         return fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
     if out.resolve().is_relative_to(folder.resolve()):
         return fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
+    problem = place_problem(out)
+    if problem:
+        return fail(f"--out {out}: {problem}; choose another --out")
     try:
         scores = Scores() if scores is None else read_scores(scores)
         collected = read_collected(folder)
@@ -280,7 +289,7 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
               f"was ended", file=sys.stderr, flush=True)
         return code
     seconds = time.monotonic() - started
-    rows = [{"student": student_of(path, folder), "file": path.relative_to(folder).as_posix()} for path in files]
+    rows = [file_row(path, folder) for path in files]
     matched = None if roster is None else match(roster, sorted({row["student"] for row in rows}), collected)
     late = lateness(rows, collected, matched)
     for row, report in zip(rows, reports):

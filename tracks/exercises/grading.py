@@ -132,9 +132,9 @@ def grade_file(path, *, seed, limits=SubmissionLimits(), log_dir, site, confined
     started = time.monotonic()
     log_dir = pathlib.Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    report = {"file": str(path), "exercise": None, "title": None, "passed": False, "checks": [], "reason": "",
-              "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"), "stderr": str(log_dir / "stderr.txt"),
-              "confinement": None, "left_running": 0, "peak_memory": 0, "peak_rss": 0, "notes": []}
+    report = {"file": printable(str(path)), "exercise": None, "title": None, "passed": False, "checks": [],
+              "reason": "", "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"),
+              "stderr": str(log_dir / "stderr.txt"), "confinement": None, "left_running": 0, "peak_memory": 0, "peak_rss": 0, "notes": []}
     submission = read_submission(path)
     report["notes"] = list(submission.notes)
     number, problem = exercise_number(submission)
@@ -173,6 +173,15 @@ def student_of(path, folder):
     """The first folder under `folder` when the file is in one (folder/<student>/...), else the file's stem."""
     relative = pathlib.Path(path).relative_to(folder)
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def printable(name):
+    """A file's name as UTF-8 text can hold it (a CSV, a Markdown page, the terminal): bytes of the name that are
+    not UTF-8 (which Python keeps as surrogate escapes) as \\xNN, any other lone surrogate as \\uNNNN."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class GradingInterrupted(KeyboardInterrupt):
@@ -219,7 +228,7 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
                     return report
                 checks = required(report["checks"])
                 passed = sum(check["passed"] for check in checks)
-                print(f"graded {finished[0]} of {len(paths)}: {relative} {passed}/{len(checks)}"
+                print(f"graded {finished[0]} of {len(paths)}: {printable(str(relative))} {passed}/{len(checks)}"
                       f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
                       f"{time.monotonic() - started:.0f} s elapsed", file=progress or sys.stderr, flush=True)
             return report
@@ -241,5 +250,5 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
         return [future.result() for future in futures]
 
 
-__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for",
-           "student_of"]
+__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "printable",
+           "reason_for", "student_of"]

@@ -68,7 +68,8 @@ def read_roster(path):
     path = pathlib.Path(path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
+            reader = csv.reader(handle)
+            rows = [(reader.line_num, row) for row in reader if row]  # (its last line in the file, its cells)
     except OSError as error:
         raise RosterError(f"--roster {path}: {error.strerror or error}") from None
     except UnicodeDecodeError:
@@ -77,14 +78,16 @@ def read_roster(path):
         raise RosterError(f"--roster {path}: not a CSV file ({error})") from None
     if not rows:
         raise RosterError(f"--roster {path}: empty")
-    header = [cell.strip() for cell in rows[0]]
-    records = [dict(zip(header, (cell.strip() for cell in row))) for row in rows[1:]]
+    header = [cell.strip() for cell in rows[0][1]]
+    records = [dict(zip(header, (cell.strip() for cell in row))) for _, row in rows[1:]]
     if {"Student", "ID"} <= set(header):
+        _check_rows(path, header, rows, ("Student", "ID"))
         people = [Person(record["Student"], record["ID"], record.get("SIS User ID", ""),
                          record.get("SIS Login ID", ""), record.get("Section", ""))
                   for record in records if record.get("ID", "").isdigit()]  # not the "Points Possible" row
         platform = "canvas"
     elif set(MOODLE_COLUMNS) <= set(header):
+        _check_rows(path, header, rows, MOODLE_COLUMNS)
         people = []
         for record in records:
             found = re.search(r"(\d+)\s*$", record.get("Identifier", ""))
@@ -102,6 +105,15 @@ def read_roster(path):
         raise RosterError(f"--roster {path}: {platform}'s layout, but no student in it (no row with a numeric "
                           f"{'ID' if platform == 'canvas' else 'Identifier'})")
     return Roster(platform, str(path), tuple(people))
+
+
+def _check_rows(path, header, rows, needed):
+    """`RosterError` naming the first row (after the header) too short to hold every column of `needed`."""
+    last = max(header.index(column) for column in needed)
+    for line, row in rows[1:]:
+        if len(row) <= last:
+            raise RosterError(f"--roster {path}, line {line}: {len(row)} of the header's {len(header)} columns, no "
+                              f"{header[last]!r}: a truncated row (export the roster again as CSV)")
 
 
 def name_keys(name):

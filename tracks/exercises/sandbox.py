@@ -62,6 +62,11 @@ import time
 from tracks.exercises.harness.supervisor import BOOTSTRAP
 
 RESULTS_LIMIT = 32 * 2**20  # bytes of results read back
+# The largest limits `check` and `grade` take (docs/grading.md): a day, a TiB of memory, a TiB of disk; each
+# fits the kernel's 64-bit rlimits with room to spare (RLIMIT_CPU is twice the time).
+MAX_SECONDS = 86_400.0
+MAX_MEMORY_GB = 1024.0
+MAX_DISK_MB = 2.0**20
 HARNESS = pathlib.Path(__file__).resolve().parent / "harness"
 
 

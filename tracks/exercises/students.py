@@ -80,7 +80,7 @@ def read_scores(path):
         raise ScoresError(f"--scores {path}: must be a table of exercises, got {type(table).__name__}")
     points = {}
     for name, checks in table.items():
-        number = int(name) if str(name).isdigit() else None
+        number = int(name) if re.fullmatch(r"[0-9]+", str(name)) else None  # not "²": isdigit, and no int
         if number not in BY_NUMBER:
             raise ScoresError(f"--scores {path}: no exercise {name!r}; there are {', '.join(map(str, BY_NUMBER))}")
         if not isinstance(checks, dict):

@@ -136,6 +136,15 @@ def _python_lines(number, source, notes):
     return kept
 
 
+def _is_unicode(text):
+    """False for a string with a lone surrogate (JSON's "\\ud800" decodes to one), which UTF-8 cannot write."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def notebook_submission(data):
     """The `Submission` of a notebook's bytes: its code cells as one Python file."""
     try:
@@ -144,6 +153,10 @@ def notebook_submission(data):
         return Submission(problem=str(error))
     if not any(source.strip() for _, source in sources):
         return Submission(problem="no code: the notebook has no code cell with anything in it")
+    unwritable = next((number for number, source in sources if not _is_unicode(source)), None)
+    if unwritable is not None:
+        return Submission(problem=f"cell {unwritable} holds a character that is not Unicode text (a lone surrogate, "
+                                  f"such as \\ud800 in the notebook's JSON): it cannot be run as Python")
     notes, text, cells = [], [], []
     for number, source in sources:
         lines = _python_lines(number, source, notes)
