@@ -46,8 +46,12 @@ and banner) are measured anyway, with a line, since the numbers decide.
 A `--seeds` run's own directory is refused (its mean +- std curves are drawn
 from its seed-N/ runs): give the seed-N/ directories.
 
-Exit status: 0 when every run was redrawn, 2 when a RUN_DIR is not a
-finished run of a track (one line each, nothing written for it).
+Exit status: 0 when every run was redrawn, 2 when an option or a RUN_DIR
+is refused (one line each): --out a file or a folder that cannot be
+written in, a RUN_DIR that is not a finished run of a track, a
+results.json without the numbers the figures draw, --data that are not
+the run's. All of it is checked before anything is written: before the
+copy in --out is made, and before the first figure is drawn.
 """
 
 import argparse
@@ -70,6 +74,8 @@ MEASURED_AGAIN = ("gradient_gain", "jacobian_norm", "stream_growth")
 TOLERANCE = 1e-3
 # The tracks whose report draws the data themselves (the toy track's points), not only their name.
 DRAWS_THE_DATA = ("toy",)
+# The lists results.json keeps of each model at initialisation that the figures draw.
+DRAWN_AT_INITIALISATION = ("stream_rms", "stream_grad_norms", "block_weight_grad_norms")
 
 
 class ReplotError(Exception):
@@ -123,7 +129,39 @@ def _read(run_path):
         raise ReplotError(str(error)) from None
     if not results.get("initialisation"):
         raise ReplotError(f"{run_path}: results.json has no numbers at initialisation: the run did not get that far")
+    if not isinstance(results["initialisation"], dict):
+        raise ReplotError(f"{run.results_path} is damaged: its initialisation is not a table of models; "
+                          f"restore it from a copy")
     return track, base, config, results, name.endswith("-diagnose")
+
+
+def _series(run_path, track, config, summary):
+    """{label: (variant, depth)} of the models results.json measured at initialisation, in the order measured
+    (the grid's, once each); ReplotError for a model the grid does not have, or one without a list drawn."""
+    series = {}
+    for spec in track.parts.grid(config):
+        series.setdefault(f"{spec.variant}-{spec.depth}", (spec.variant, spec.depth))
+    missing = [label for label in summary if label not in series]
+    if missing:
+        raise ReplotError(f"{run_path}: results.json measured {', '.join(missing)} at initialisation, which "
+                          f"config.json's grid does not have")
+    for label, numbers in summary.items():
+        lacks = _lacks(numbers)
+        if lacks:
+            raise ReplotError(f"{run_path / 'results.json'} is damaged: the {label} model at initialisation has no "
+                              f"{', '.join(lacks)} to draw (a list by depth); restore it from a copy")
+    return series
+
+
+def _lacks(numbers):
+    """The lists the figures draw (DRAWN_AT_INITIALISATION) that one model's numbers at initialisation lack."""
+    if not isinstance(numbers, dict):
+        return list(DRAWN_AT_INITIALISATION)
+    lacks = [key for key in DRAWN_AT_INITIALISATION if not isinstance(numbers.get(key), list)]
+    rows = numbers.get("stream_rms")  # a row per depth, the batch's examples: the batch's size is read from it
+    if "stream_rms" not in lacks and not (rows and all(isinstance(row, list) for row in rows)):
+        lacks.append("stream_rms")
+    return lacks
 
 
 def _loaded(track, config, run_path, source=None, trains=True, log=None):
@@ -242,41 +280,85 @@ def measure_jacobians(run_path, source=None, log=print):
     return list(NOT_KEPT)
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckedRun:
+    """A run directory read and checked, nothing written yet: what its figures are drawn from."""
+
+    track: object  # the track (tracks.registry)
+    base: str  # the track's name: "vision" for a vision-diagnose run
+    config: object  # config.json, as the track's config
+    results: dict  # results.json
+    record: object  # results.json read by the track's results class; None for a diagnose run
+    series: dict  # {label: (variant, depth)} of the models measured at initialisation (see `_series`)
+    diagnose: bool
+    data: object  # the run's data, loaded and checked, or RecordedData
+
+
+def check_run(run_path, source=None):
+    """The run at `run_path` ready to be drawn again (`source`: as in `replot`); ReplotError for anything
+    that would stop its figures, raised before anything is written."""
+    from tracks.common.results import ResultsFormatError
+
+    track, base, config, results, diagnose = _read(run_path)
+    series = _series(run_path, track, config, results["initialisation"])
+    record = None
+    if not diagnose:
+        try:
+            record = track.results.from_json(results)
+        except ResultsFormatError as error:
+            raise ReplotError(f"{run_path}: {error}") from None
+    data = _data(track, base, config, results, run_path, source)
+    return CheckedRun(track, base, config, results, record, series, diagnose, data)
+
+
 def replot(run_path, source=None, log=print):
     """Draws the figures of one run directory again; returns the files drawn.
 
     `source`: the run's data from another place (loaded, checked, and named in the figures as the run named
     them); without it, what results.json says of them.
     """
+    return draw(run_path, check_run(run_path, source), log)
+
+
+def draw(run_path, checked, log=print):
+    """Draws the figures of `checked` (a CheckedRun) in `run_path`, the run's directory or a copy of it."""
     from tracks.common.instrument_report import plot_initialisation
     from tracks.common.run import diagnose_subtitle, instrument_subtitle
     from tracks.common.track import RunContext
 
-    track, base, config, results, diagnose = _read(run_path)
-    data = _data(track, base, config, results, run_path, source)
-    with _locked(run_path, results.get("track")) as run:
-        ctx = RunContext(config, run=run, data=data)
-        summary = results["initialisation"]
-        # The models measured at initialisation, in the order measured: the grid's (variant, depth), once each.
-        series = {}
-        for spec in track.parts.grid(config):
-            series.setdefault(f"{spec.variant}-{spec.depth}", (spec.variant, spec.depth))
-        missing = [label for label in summary if label not in series]
-        if missing:
-            raise ReplotError(f"{run_path}: results.json measured {', '.join(missing)} at initialisation, which "
-                              f"config.json's grid does not have")
+    track, summary = checked.track, checked.results["initialisation"]
+    with _locked(run_path, checked.results.get("track")) as run:
+        ctx = RunContext(checked.config, run=run, data=checked.data)
         examples = range(len(next(iter(summary.values()))["stream_rms"][0]))  # the batch measured: its size only
-        subtitle = (diagnose_subtitle if diagnose else instrument_subtitle)(track, ctx, examples)
-        drawn = plot_initialisation(run_path, summary, series, banner=data.plot_banner, subtitle=subtitle,
+        subtitle = (diagnose_subtitle if checked.diagnose else instrument_subtitle)(track, ctx, examples)
+        drawn = plot_initialisation(run_path, summary, checked.series, banner=checked.data.plot_banner,
+                                    subtitle=subtitle,
                                     depth_scaling=track.instrument_options.get("depth_scaling", True))
-        if not diagnose:
-            module = importlib.import_module(f"tracks.{base}.report")
-            figures = module.draw_figures(track.results.from_json(results), ctx)
+        if not checked.diagnose:
+            module = importlib.import_module(f"tracks.{checked.base}.report")
+            figures = module.draw_figures(checked.record, ctx)
             drawn += [name for _, name in figures if name not in drawn and name not in NOT_KEPT]
     kept = [name for name in NOT_KEPT if (run_path / name).exists()]
     log(f"{run_path}: drew {', '.join(drawn)}"
         + (f"; left as they were (their numbers are not kept): {', '.join(kept)}" if kept else ""))
     return drawn
+
+
+def _copy(run_path, out):
+    """A copy of `run_path` made in `out` (--out) for its figures to be drawn in; ReplotError where it cannot."""
+    from tracks.common.run_directory import describe_os_error
+
+    target = out / run_path.resolve().name
+    if target.exists():
+        raise ReplotError(f"--out {out}: {target} exists already; choose another --out")
+    if target.resolve().is_relative_to(run_path.resolve()):
+        raise ReplotError(f"--out {out} is inside {run_path}, the run it would copy; choose another --out")
+    try:
+        shutil.copytree(run_path, target)
+    except OSError as error:  # a full disk, say: no half copy is left behind
+        shutil.rmtree(target, ignore_errors=True)
+        raise ReplotError(f"--out {out}: cannot copy {run_path} there ({describe_os_error(error)})") from None
+    return target
 
 
 def main(argv=None):
@@ -293,17 +375,19 @@ def main(argv=None):
                              "fingerprint: needed to measure again, and to name data that results.json names "
                              "without their path")
     args = parser.parse_args(argv)
+    from tracks.common.option_ranges import place_problem
+
+    where = args.out is not None and place_problem(args.out)  # a file, or a folder that is not writable
+    if where:
+        print(f"error: --out {args.out}: {where}; choose another --out", file=sys.stderr)
+        return 2
     failed = 0
     for run_path in args.runs:
         try:
+            checked = check_run(run_path, args.data)  # every option and the run: refused before anything is copied
             if args.out is not None:
-                target = args.out / run_path.resolve().name
-                if target.exists():
-                    raise ReplotError(f"--out {args.out}: {target} exists already; choose another --out")
-                _read(run_path)  # refused before anything is copied
-                shutil.copytree(run_path, target)
-                run_path = target
-            replot(run_path, args.data)
+                run_path = _copy(run_path, args.out)
+            draw(run_path, checked)
             if args.measure_initialisation:
                 measure_jacobians(run_path, args.data)
         except ReplotError as error:
