@@ -207,8 +207,10 @@ def _problem(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from tracks.common.options import OneLineParser  # a bad argument: one line, exit 2
+
+    parser = OneLineParser(prog="python scripts/mutants.py", description=__doc__.splitlines()[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, action="append", help="grade on this seed (repeat for several)")
     parser.add_argument("--exercise", type=int, action="append", help="only this exercise's solution (repeat)")
     parser.add_argument("--jobs", type=int, default=2, help="files graded at a time (default 2)")

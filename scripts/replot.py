@@ -362,8 +362,10 @@ def _copy(run_path, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python scripts/replot.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from tracks.common.options import OneLineParser  # a bad argument: one line, exit 2
+
+    parser = OneLineParser(prog="python scripts/replot.py", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", metavar="RUN_DIR", nargs="+", type=pathlib.Path, help="a finished run's directory")
     parser.add_argument("--out", type=pathlib.Path, default=None,
                         help="copy each RUN_DIR into this directory first and redraw the copy (RUN_DIR is not touched)")

@@ -37,6 +37,15 @@ def refused(main, argv, capsys):
     return err
 
 
+@pytest.mark.parametrize("script, argv", [(replot, []), (replot, ["RUN", "--outt", "DIR"]),
+                                          (mutants, ["--seed", "abc"]), (mutants, ["--jobs", "two", "--seed", "1"])])
+def test_a_bad_argument_is_one_line_and_exit_status_2(script, argv, capsys):
+    with pytest.raises(SystemExit) as exit:
+        script.main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), (argv, err)
+
+
 @pytest.fixture
 def toy_run(tmp_path):
     run = tmp_path / "toy-spirals-s0"
