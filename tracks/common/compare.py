@@ -27,6 +27,7 @@ which of its config fields change what a run measures (`track.setup_fields`);
 this module knows no track.
 """
 
+import json
 import math
 import pathlib
 
@@ -82,8 +83,10 @@ def load_run(path, what, track_name=None):
     if track_name is not None and run_kind_of(recorded, track_name) is None:
         raise RunFileError(f"{what} {path} is a {recorded!r} run, not a {track_name!r} run: compare runs of "
                            "this track")
-    if not isinstance(results, dict):
-        raise RunFileError(f"{path / 'results.json'} does not describe a run (a JSON {type(results).__name__})")
+    for name, data in (("results.json", results), ("config.json", config)):
+        if not isinstance(data, dict):
+            raise RunFileError(f"{path / name} does not describe a run (a JSON {type(data).__name__}, not an "
+                               "object); pass a finished run's directory")
     return results, config
 
 
@@ -97,12 +100,41 @@ def typed(results, path, results_type=RunResults):
 
 
 def load_bands(reference):
-    """{figure: (low, high)} and the rule that made them, from REFERENCE/bands.json (empty if none)."""
+    """{figure: (low, high)} and the rule that made them, from REFERENCE/bands.json (empty if none).
+
+    Raises:
+        RunFileError: one line naming the file, when it is not {"bands": {figure: [low, high]}, "rule": text}
+            with finite numbers low <= high.
+    """
     path = pathlib.Path(reference) / "bands.json"
     if not path.is_file():
         return {}, None
     data = read_json(path, "restore it from the repository")
-    return {name: tuple(band) for name, band in data.get("bands", {}).items()}, data.get("rule")
+    bands = data.get("bands", {}) if isinstance(data, dict) else None
+    if not isinstance(bands, dict):
+        raise RunFileError(f'{path} is damaged (not an object {{"bands": {{figure: [low, high]}}}}); '
+                           "restore it from the repository")
+    for name, band in bands.items():
+        if not _is_band(band):
+            raise RunFileError(f"{path} is damaged (the band of {name!r} is {json.dumps(band)[:80]}, not "
+                               "[low, high] with finite numbers low <= high); restore it from the repository")
+    rule = data.get("rule")
+    return {name: tuple(band) for name, band in bands.items()}, None if rule is None else str(rule)
+
+
+def _is_band(band):
+    """Whether a bands.json value is [low, high]: two finite numbers, low <= high."""
+    return isinstance(band, list) and len(band) == 2 and all(map(_finite_number, band)) and band[0] <= band[1]
+
+
+def _finite_number(value):
+    """Whether a JSON value is a number (not a boolean) that a float holds finitely."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        return False
 
 
 def comparison_rows(reference_figures, run_figures, bands):

@@ -49,15 +49,20 @@ class RunFileError(ConfigError):
 def read_json(path, what_to_do):
     """The JSON in `path`; a `RunFileError` naming the file and `what_to_do` otherwise."""
     try:
-        text = pathlib.Path(path).read_text()
+        text = pathlib.Path(path).read_bytes().decode("utf-8")
     except OSError as error:
         raise RunFileError(f"cannot read {path} ({error.strerror}); {what_to_do}") from None
+    except UnicodeDecodeError as error:
+        raise RunFileError(f"{path} is damaged (not UTF-8 text: byte {error.object[error.start]:#04x} at "
+                           f"offset {error.start}); {what_to_do}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise RunFileError(
             f"{path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); {what_to_do}"
         ) from None
+    except (ValueError, RecursionError) as error:  # a number of over 4300 digits; arrays nested too deep
+        raise RunFileError(f"{path} is damaged (not JSON this package reads: {error}); {what_to_do}") from None
 
 
 def describe_os_error(error):
@@ -126,7 +131,7 @@ class RunDirectory:
         if out is None:
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             out = pathlib.Path(runs_root) / f"{track}-{stamp}"
-        run = cls(out, track)
+        run = cls(pathlib.Path(out).expanduser(), track)  # the directory check_new checked
         cls.check_new(run.path, reuse_hint)
         run._created, run._made_directory = True, not run.path.exists()
         try:

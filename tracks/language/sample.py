@@ -48,6 +48,8 @@ def sample_command(track, argv):
         return fail(not_sampleable(run_dir, track.prog))
     try:
         vocab = CharVocabulary.load(vocab_path)
+    except UnicodeDecodeError:
+        return fail(f"{vocab_path} is damaged (not UTF-8 text); {track.prog} --resume {run_dir} writes it again")
     except ValueError as error:  # names the file
         return fail(f"{error}; {track.prog} --resume {run_dir} writes it again")
     except OSError as error:

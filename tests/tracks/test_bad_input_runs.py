@@ -1,0 +1,132 @@
+"""Bad input that reached a traceback: options, variables and run files refused in one line, exit 2.
+
+Each case was a traceback before its fix (an isdigit() that lets "²" through,
+a float overflow in a run's estimate, a run file that is not UTF-8, a
+bands.json of another shape, an infinite --input-range, a module that fails
+to import); now it is one line on stderr, exit code 2, and nothing written.
+"""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from track_helpers import run_cli, snapshot
+from tracks.common.config import ConfigError
+from tracks.common.run_directory import RunDirectory
+from tracks.language.__main__ import main as language_main
+from tracks.toy.__main__ import main as toy_main
+from tracks.toy.presets import PRESETS as TOY_PRESETS
+from tracks.vision.__main__ import main as vision_main
+
+
+def _refused(main, argv, capsys, said, folder):
+    """`main(argv)` exits 2 with one stderr line holding `said`, and `folder` is unchanged (but for a
+    resumed run's lock file, the one thing `--resume` writes before it reads the run's config)."""
+    before = snapshot(folder)
+    code, _, err = run_cli(main, argv, capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and said in err, err
+    assert {path: digest for path, digest in snapshot(folder).items() if not path.endswith(".lock")} == before
+    return err
+
+
+# Run files that are not UTF-8, or not JSON this package reads, name the file.
+
+def _toy_run(folder, **fields):
+    """A toy run directory (no model finished) whose config.json holds `fields` over the smoke preset's."""
+    folder.mkdir(parents=True)
+    config = {"track": "toy", **json.loads(json.dumps(dataclasses.asdict(TOY_PRESETS["smoke"]))), **fields}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "results.json").write_text(json.dumps({"models": []}))
+    return folder
+
+
+def test_a_resumed_run_whose_config_is_not_utf8_names_the_file(tmp_path, capsys):
+    run = _toy_run(tmp_path / "run")
+    (run / "config.json").write_bytes(b'{"track": "toy", "note": "\xff"}')
+    _refused(toy_main, ["--resume", run], capsys, f"{run / 'config.json'} is damaged (not UTF-8 text: byte 0xff",
+             tmp_path)
+
+
+def _vision_run(path, *, seed=0):
+    """A finished vision run's results.json and config.json (as tests/tracks/test_compare.py writes them)."""
+    path.mkdir(parents=True)
+    models = [{"id": f"{variant}-8", "variant": variant, "depth": 8, "train_error": 0.4, "test_error": 0.41}
+              for variant in ("plain", "residual")]
+    (path / "results.json").write_text(json.dumps({"track": "vision", "dataset": "cifar10", "models": models}))
+    (path / "config.json").write_text(json.dumps({"track": "vision", "preset": "quick", "seed": seed}))
+    return path
+
+
+@pytest.mark.parametrize("name, content, said", [
+    ("config.json", b'{"seed": "\xff"}', "config.json is damaged (not UTF-8 text: byte 0xff at offset 10)"),
+    ("results.json", b"\xfe\xff", "results.json is damaged (not UTF-8 text: byte 0xfe at offset 0)"),
+    ("config.json", b"[]", "config.json does not describe a run (a JSON list, not an object)"),
+    ("config.json", b'{"seed": ' + b"9" * 5000 + b"}", "config.json is damaged (not JSON this package reads"),
+    ("results.json", b"[" * 100_000 + b"]" * 100_000, "results.json is damaged (not JSON this package reads"),
+])
+def test_compare_names_a_run_file_it_cannot_read(name, content, said, tmp_path, capsys):
+    run, reference = _vision_run(tmp_path / "run"), _vision_run(tmp_path / "reference")
+    (run / name).write_bytes(content)
+    _refused(vision_main, ["compare", run, reference], capsys, said, tmp_path)
+
+
+def test_sample_names_a_run_file_that_is_not_utf8(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_bytes(b'{"track": "language\xff", "models": []}')
+    _refused(language_main, ["sample", run], capsys, "its results.json is damaged", tmp_path)
+    (run / "best_model.keras").write_bytes(b"")
+    (run / "vocab.json").write_bytes(b"\xff")
+    _refused(language_main, ["sample", run], capsys, f"{run / 'vocab.json'} is damaged (not UTF-8 text)", tmp_path)
+
+
+# compare checks bands.json's shape.
+
+@pytest.mark.parametrize("bands, said", [
+    ([], '(not an object {"bands": {figure: [low, high]}})'),
+    ({"bands": []}, '(not an object {"bands": {figure: [low, high]}})'),
+    ({"bands": {"plain-8 training error": 5}}, "the band of 'plain-8 training error' is 5, not [low, high]"),
+    ({"bands": {"plain-8 training error": [0.1, 0.2, 0.3]}}, "is [0.1, 0.2, 0.3], not [low, high]"),
+    ({"bands": {"plain-8 training error": ["a", "b"]}}, 'is ["a", "b"], not [low, high]'),
+    ({"bands": {"plain-8 training error": [None, 0.5]}}, "is [null, 0.5], not [low, high]"),
+    ({"bands": {"plain-8 training error": [True, 0.5]}}, "is [true, 0.5], not [low, high]"),
+    ({"bands": {"plain-8 training error": [0.5, 0.1]}}, "is [0.5, 0.1], not [low, high]"),
+    ({"bands": {"plain-8 training error": [0, 10 ** 400]}}, "not [low, high] with finite numbers"),
+])
+def test_compare_refuses_a_bands_file_of_another_shape(bands, said, tmp_path, capsys):
+    run, reference = _vision_run(tmp_path / "run"), _vision_run(tmp_path / "reference")
+    (reference / "bands.json").write_text(json.dumps(bands))
+    err = _refused(vision_main, ["compare", run, reference], capsys, said, tmp_path)
+    assert f"error: {reference / 'bands.json'} is damaged" in err
+
+
+def test_compare_still_reads_a_good_bands_file(tmp_path, capsys):
+    run, reference = _vision_run(tmp_path / "run"), _vision_run(tmp_path / "reference")
+    (reference / "bands.json").write_text(json.dumps({"rule": "by hand", "bands": {
+        "plain-8 training error": [0.1, 0.3], "residual-8 training error": [0, 1]}}))
+    code, out, err = run_cli(vision_main, ["compare", run, reference], capsys)
+    assert code == 0, err
+    assert "1 of 2 values with a band lie outside it" in out and "bands: by hand" in out
+
+
+# --out with a literal tilde: the directory checked is the one made.
+
+def test_create_makes_the_directory_check_new_checked(tmp_path, monkeypatch):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    (home / "taken").mkdir()
+    (home / "taken" / "notes.txt").write_text("not a run\n")
+    for check in (lambda: RunDirectory.check_new("~/taken"),
+                  lambda: RunDirectory.create("toy", TOY_PRESETS["smoke"], out="~/taken")):
+        with pytest.raises(ConfigError, match="taken already exists and is not empty"):
+            check()
+    with RunDirectory.create("toy", TOY_PRESETS["smoke"], out="~/fresh") as run:
+        assert run.path == home / "fresh" and run.config_path.is_file()
+    assert not any(cwd.iterdir())  # no directory named "~" here
+    shutil.rmtree(home / "fresh")
