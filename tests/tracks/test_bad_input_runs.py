@@ -9,16 +9,26 @@ to import); now it is one line on stderr, exit code 2, and nothing written.
 import dataclasses
 import json
 import shutil
+import types
 
 import pytest
 
 from track_helpers import run_cli, snapshot
 from tracks.common.config import ConfigError
+from tracks.common.option_ranges import MAX_INTEGER, whole_number
+from tracks.common.resume import refuse_too_large
 from tracks.common.run_directory import RunDirectory
+from tracks.language import prepare as language_prepare
 from tracks.language.__main__ import main as language_main
+from tracks.language.presets import PRESETS as LANGUAGE_PRESETS
+from tracks.toy import prepare as toy_prepare
 from tracks.toy.__main__ import main as toy_main
 from tracks.toy.presets import PRESETS as TOY_PRESETS
+from tracks.vision import prepare as vision_prepare
 from tracks.vision.__main__ import main as vision_main
+from tracks.vision.presets import PRESETS as VISION_PRESETS
+
+HUGE = "1" + "0" * 160  # a float holds it, its square does not
 
 
 def _refused(main, argv, capsys, said, folder):
@@ -130,3 +140,69 @@ def test_create_makes_the_directory_check_new_checked(tmp_path, monkeypatch):
         assert run.path == home / "fresh" and run.config_path.is_file()
     assert not any(cwd.iterdir())  # no directory named "~" here
     shutil.rmtree(home / "fresh")
+
+
+# A whole number is ASCII digits ("²".isdigit() is true; int("²") fails).
+
+def test_a_whole_number_is_ascii_digits_only():
+    assert whole_number("12") == 12 and whole_number(" 7 ") == 7 and whole_number("-3", signed=True) == -3
+    for text in ("²", "١", "--1", "-3", "1.5", "1_000", "", "9" * 5000):
+        assert whole_number(text) is None, text
+    assert whole_number("--1", signed=True) is None
+
+
+@pytest.mark.parametrize("value", ["²", "١", "9" * 5000])
+def test_cpu_replicas_that_are_not_ascii_digits_are_refused(value, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RESIDUAL_KERAS_CPU_REPLICAS", value)
+    _refused(toy_main, ["--out", tmp_path / "run"], capsys, "RESIDUAL_KERAS_CPU_REPLICAS=", tmp_path)
+
+
+# Integer options are at most a 64-bit integer; the estimate never overflows below that.
+
+@pytest.mark.parametrize("main, argv", [
+    (vision_main, ["--width", HUGE]),
+    (vision_main, ["--epochs", "1" + "0" * 306, "--force"]),
+    (vision_main, ["--train-size", HUGE]),
+    (vision_main, ["diagnose", "--instrument-images", HUGE]),
+    (language_main, ["--embed-dim", "4" + "0" * 160]),
+    (language_main, ["--steps", HUGE, "--force"]),
+    (toy_main, ["--width", HUGE]),
+    (toy_main, ["diagnose", "--width", HUGE]),
+    (toy_main, ["--epochs", str(MAX_INTEGER + 1)]),
+])
+def test_an_integer_option_above_64_bits_is_refused(main, argv, tmp_path, capsys):
+    err = _refused(main, [*argv, "--out", tmp_path / "run"], capsys, f"must be at most {MAX_INTEGER}", tmp_path)
+    assert len(err) < 200  # the number is shortened
+
+
+def _at_most(config, **sizes):
+    """`config`'s fields as a namespace, with `sizes` (the range checks would refuse such a config)."""
+    return types.SimpleNamespace(**{**{field.name: getattr(config, field.name)
+                                       for field in dataclasses.fields(config)}, **sizes})
+
+
+@pytest.mark.parametrize("resources, config, fields", [
+    (vision_prepare.resources, VISION_PRESETS["smoke"], ("width", "epochs", "batch_size", "train_size",
+                                                         "validation_size")),
+    (language_prepare.resources, LANGUAGE_PRESETS["smoke"], ("embed_dim", "steps", "batch_size",
+                                                             "sequence_length", "num_heads")),
+    (toy_prepare.resources, TOY_PRESETS["smoke"], ("width", "epochs", "steps_per_epoch", "batch_size", "points")),
+])
+def test_the_estimate_stays_finite_up_to_the_largest_integer_and_an_overflow_is_refused(resources, config, fields):
+    largest = resources(_at_most(config, **{field: MAX_INTEGER for field in fields}))
+    assert all(float(value) < float("inf") for value in dataclasses.astuple(largest))
+    beyond = _at_most(config, **{field: int(HUGE) ** 2 for field in fields})
+    with pytest.raises(OverflowError):
+        resources(beyond)
+    track = types.SimpleNamespace(resources=resources)
+    with pytest.raises(ConfigError, match="too large to estimate"):
+        refuse_too_large(track, beyond, force=True)
+
+
+def test_a_resumed_run_whose_config_holds_a_huge_integer_is_refused(tmp_path, capsys):
+    run = _toy_run(tmp_path / "run", width=int(HUGE))
+    _refused(toy_main, ["--resume", run], capsys, f"config.json does not describe a toy run (--width must be at "
+             f"most {MAX_INTEGER}", tmp_path)
+    probe = RunDirectory(run, "toy")
+    probe.lock()  # ConfigError if the refusal had kept the run's lock
+    probe.release()

@@ -36,7 +36,7 @@ import tempfile
 
 from tracks.common.config import ConfigError
 from tracks.common.cpu_settings import apply_cpu_settings, check_cpu_variables
-from tracks.common.option_ranges import place_problem
+from tracks.common.option_ranges import place_problem, whole_number
 
 SPINNING_VARIABLE = "RESIDUAL_KERAS_THREAD_SPINNING"
 REPLICAS_VARIABLE = "RESIDUAL_KERAS_CPU_REPLICAS"
@@ -92,10 +92,10 @@ def read_environment(environ=None):
     replicas = environ.get(REPLICAS_VARIABLE, "")
     cpu_replicas = None
     if replicas != "":
-        if not replicas.strip().isdigit() or not 1 <= int(replicas) <= MAX_CPU_REPLICAS:
+        cpu_replicas = whole_number(replicas)
+        if cpu_replicas is None or not 1 <= cpu_replicas <= MAX_CPU_REPLICAS:
             raise ConfigError(f"{REPLICAS_VARIABLE}={replicas!r}: use a whole number of logical CPU devices "
                               f"from 1 to {MAX_CPU_REPLICAS}, or leave it unset")
-        cpu_replicas = int(replicas)
     check_cpu_variables(environ)
     fused = environ.get(FUSED_VARIABLE, "")
     if fused.strip().lower() not in FUSED_SWITCH:

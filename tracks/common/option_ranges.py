@@ -12,10 +12,25 @@ import importlib.util
 import math
 import os
 import pathlib
+import re
 import typing
 
 # NumPy's (and so Keras') seeds are unsigned 32-bit integers.
 MAX_SEED = 2**32 - 1
+# The largest integer option: TensorFlow's and NumPy's integers are 64-bit at most, and below it the
+# tracks' estimates of a run (tracks/X/prepare.py) stay far inside a float's range.
+MAX_INTEGER = 2**63 - 1
+# A whole number as a person types it: ASCII digits ("²".isdigit() is true, int("²") fails), no more than
+# an int64 has (int() refuses a text of over 4300 digits).
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,19}")
+
+
+def whole_number(text, *, signed=False):
+    """The integer `text` spells in ASCII digits (after a "-" where `signed`), or None for any other text."""
+    text = text.strip()
+    sign = -1 if signed and text.startswith("-") else 1
+    digits = text[1:] if sign == -1 else text
+    return sign * int(digits) if _WHOLE_NUMBER.fullmatch(digits) else None
 
 
 def check_seed(option, seed):
@@ -43,6 +58,23 @@ def check_counts(config, names, minimum=1):
         value = getattr(config, name)
         if value < minimum:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
+
+
+def _shown_integer(value):
+    """An integer as an error line shows it: a long one by its first digits and its length."""
+    digits = str(value)  # from argparse or JSON, which refuse a text of over 4300 digits
+    return digits if len(digits) <= 24 else f"{digits[:8]}... ({len(digits.lstrip('-'))} digits)"
+
+
+def check_integer_sizes(config):
+    """`ValueError` for an integer field (or an integer of a tuple field) above `MAX_INTEGER`."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        values = value if isinstance(value, tuple) else (value,)
+        for item in values:
+            if isinstance(item, int) and not isinstance(item, bool) and item > MAX_INTEGER:
+                raise ValueError(f"--{field.name.replace('_', '-')} must be at most {MAX_INTEGER} (a 64-bit "
+                                 f"integer), got {_shown_integer(item)}")
 
 
 def check_depths(depths, maximum, *, minimum=1, rule=None):
@@ -94,5 +126,5 @@ def place_problem(path):
     return None
 
 
-__all__ = ["MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_seed", "check_seeds",
-           "min_head_dim", "nearest_existing", "place_problem"]
+__all__ = ["MAX_INTEGER", "MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_integer_sizes",
+           "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "place_problem", "whole_number"]

@@ -19,9 +19,10 @@ from tracks.common.config import ConfigError, config_from_args, given_options, o
 from tracks.common.console import log
 from tracks.common.environment import check_cache_directory, check_strategy, configure_process
 from tracks.common.limits import refuse_beyond_machine
+from tracks.common.option_ranges import check_integer_sizes
 from tracks.common.options import APPLIED_ON_RESUME
 from tracks.common.run import load
-from tracks.common.run_directory import RunDirectory
+from tracks.common.run_directory import RunDirectory, RunFileError
 from tracks.common.track import RunContext
 
 
@@ -49,7 +50,12 @@ def resolve_config(args, run_name, config_cls, presets):
     any other option is refused before anything is read or written.
     """
     if not args.resume:
-        return CheckedRun(config_from_args(args, presets, config_cls), run_name=run_name)
+        config = config_from_args(args, presets, config_cls)
+        try:
+            check_integer_sizes(config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        return CheckedRun(config, run_name=run_name)
     if args.out is not None:
         raise ConfigError("--out and --resume cannot be combined: a resumed run stays in its directory")
     given = given_options(args, config_cls)
@@ -63,6 +69,12 @@ def resolve_config(args, run_name, config_cls, presets):
             f"{', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given"
         )
     run, config, recorded = RunDirectory.resume(run_name, args.resume, config_cls)
+    try:
+        check_integer_sizes(config)
+    except ValueError as error:
+        run.release()
+        raise RunFileError(f"{run.config_path} does not describe a {run_name} run ({error}); restore it from a "
+                           f"copy, or start a new run") from None
     if given:
         try:
             config = dataclasses.replace(config, **given)
@@ -102,11 +114,22 @@ def check_run(track, args, run_name=None, reuse_hint=None):
             check_cache_directory()
         if checked.run is None:
             RunDirectory.check_new(args.out, *([reuse_hint] if reuse_hint else []))
-            refuse_beyond_machine(track.resources(config), force=getattr(args, "force", False))
+            refuse_too_large(track, config, getattr(args, "force", False))
     except BaseException:
         checked.release()
         raise
     return dataclasses.replace(checked, config=config, reuse_hint=reuse_hint)
+
+
+def refuse_too_large(track, config, force):
+    """`refuse_beyond_machine` for the run's estimate (`Track.resources`); sizes so large that the estimate
+    overflows a float are refused even with --force (no machine holds them; the range checks keep the options
+    below that)."""
+    try:
+        refuse_beyond_machine(track.resources(config), force=force)
+    except OverflowError:
+        raise ConfigError("this run's sizes are too large to estimate (its time or memory overflows a float): "
+                          "lower them") from None
 
 
 def start_or_resume(track, args, checked, environment, *, trains=True):
@@ -198,4 +221,4 @@ def refuse_other_data(run, recorded, actual):
 
 
 __all__ = ["CheckedRun", "check_run", "fit_samples", "refuse_given_samples", "refuse_other_data", "resolve_config",
-           "start_or_resume"]
+           "refuse_too_large", "start_or_resume"]
