@@ -13,6 +13,7 @@ import types
 
 import pytest
 
+import keras
 from track_helpers import run_cli, snapshot
 from tracks.common.config import ConfigError
 from tracks.common.option_ranges import MAX_INTEGER, whole_number
@@ -206,3 +207,59 @@ def test_a_resumed_run_whose_config_holds_a_huge_integer_is_refused(tmp_path, ca
     probe = RunDirectory(run, "toy")
     probe.lock()  # ConfigError if the refusal had kept the run's lock
     probe.release()
+
+
+# diagnose --model: --output-index, the random inputs' range, and a module that fails to import.
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    """A saved model of one residual block (Dense), float inputs of 4 features."""
+    from residual_keras import Residual
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    x = keras.layers.Dense(8)(inputs)
+    x = Residual(keras.layers.Dense(8), name="block")(x)
+    path = tmp_path_factory.mktemp("models") / "small.keras"
+    keras.Model(inputs, keras.layers.Dense(2)(x)).save(path)
+    return path
+
+
+@pytest.mark.parametrize("index", ["--1", "²"])
+def test_an_output_index_that_is_no_integer_is_a_name_the_model_lacks(index, small_model, tmp_path, capsys):
+    argv = ["diagnose", "--model", small_model, "--input-shape", "4", "--examples", "2",
+            f"--output-index={index}", "--out", tmp_path / "run"]
+    _refused(toy_main, argv, capsys, f"output_index={index!r}, but model", tmp_path)
+
+
+@pytest.mark.parametrize("value_range, extra, said", [
+    ("0,inf", [], "--input-range needs finite LOW and HIGH"),
+    ("-1e308,1e308", [], "--input-range needs finite LOW and HIGH less than about 1.8e308 apart"),
+    ("nan,1", [], "--input-range needs finite LOW and HIGH"),
+    ("0,inf", ["--input-dtype", "int32"], "--input-range needs finite LOW and HIGH"),
+    ("0,1000", ["--input-dtype", "int8"], "--input-range [0, 1000) does not fit int8 (-128..127)"),
+    ("-1e30,0", ["--input-dtype", "int64"], "does not fit int64"),
+])
+def test_an_input_range_no_dtype_can_draw_from_is_refused(value_range, extra, said, small_model, tmp_path, capsys):
+    argv = ["diagnose", "--model", small_model, "--input-shape", "4", f"--input-range={value_range}", *extra,
+            "--out", tmp_path / "run"]
+    _refused(toy_main, argv, capsys, said, tmp_path)
+
+
+@pytest.mark.parametrize("source, said", [
+    ("def broken(:\n", "--import broken_module failed: SyntaxError: invalid syntax"),
+    ("value = name_nobody_defined\n", "--import broken_module failed: NameError: name 'name_nobody_defined'"),
+    ("raise RuntimeError('first line\\nsecond line')\n", "--import broken_module failed: RuntimeError: first line"),
+    (None, "--import broken_module failed: ModuleNotFoundError: No module named 'broken_module'"),
+])
+def test_a_module_that_fails_to_import_is_one_line(source, said, small_model, tmp_path, capsys, monkeypatch):
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    if source is not None:
+        (modules / "broken_module.py").write_text(source)
+    monkeypatch.syspath_prepend(str(modules))
+    argv = ["diagnose", "--model", small_model, "--input-shape", "4", "--import", "broken_module",
+            "--out", tmp_path / "run"]
+    _refused(toy_main, argv, capsys, said, tmp_path)
+
+

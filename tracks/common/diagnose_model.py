@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import functools
 import importlib
+import math
 import pathlib
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from tracks.common.command import run_command
 from tracks.common.console import fail, log
 from tracks.common.environment import configure_process
 from tracks.common.model_file import check_model_file, explain_load_failure
+from tracks.common.option_ranges import whole_number
 from tracks.common.options import train_parser
 from tracks.common.results import SCHEMA
 from tracks.common.resume import resolve_config
@@ -80,8 +82,9 @@ def _load(paths, modules):
     for module in modules:
         try:
             importlib.import_module(module)
-        except ImportError as error:
-            raise ValueError(f"--import {module}: {error}") from None
+        except Exception as error:  # noqa: BLE001  (not found, or its own code fails: SyntaxError, NameError, ...)
+            first_line = (str(error).splitlines() or [""])[0]
+            raise ValueError(f"--import {module} failed: {type(error).__name__}: {first_line}") from None
     loaded, labels = [], []
     for path in map(pathlib.Path, paths):
         try:
@@ -109,7 +112,8 @@ def _output_index(text):
     if text is None:
         return None
     text = text.strip()
-    return int(text) if text.lstrip("-").isdigit() else text
+    position = whole_number(text, signed=True)
+    return text if position is None else position
 
 
 def _chosen_output(model, outputs, output_index):
@@ -150,10 +154,14 @@ def _vocabulary(model):
 
 
 def _parse_range(text):
+    """(low, high) of --input-range: finite, LOW < HIGH, and HIGH - LOW a finite float (NumPy draws from it)."""
     try:
         low, high = (float(part) for part in text.split(","))
     except ValueError:
         raise ValueError(f"--input-range expects LOW,HIGH such as 1,20000 or -1,1; got {text!r}") from None
+    if not math.isfinite(high - low):  # also NaN or infinite bounds
+        raise ValueError(f"--input-range needs finite LOW and HIGH less than about 1.8e308 apart (a float's "
+                         f"range); got {text!r}")
     if not low < high:
         raise ValueError(f"--input-range needs LOW < HIGH; got {text!r}")
     return low, high
@@ -164,7 +172,7 @@ def _random_batch(model, shape, examples, dtype, value_range, seed):
 
     Args:
         dtype: None (the model's input dtype, else float32) or a dtype name.
-        value_range: None or the text of --input-range.
+        value_range: None or --input-range's (low, high) (`_parse_range`).
     """
     import keras
 
@@ -176,7 +184,7 @@ def _random_batch(model, shape, examples, dtype, value_range, seed):
         dtype = keras.backend.standardize_dtype(dtype)
     except ValueError:
         raise ValueError(f"--input-dtype {dtype!r} is not a dtype (int32, float32, ...)") from None
-    low_high = None if value_range is None else _parse_range(value_range)
+    low_high = value_range
     if "int" not in dtype:
         if low_high is None:
             return rng.normal(size=(examples, *shape)).astype(dtype)
@@ -190,6 +198,9 @@ def _random_batch(model, shape, examples, dtype, value_range, seed):
     low, high = int(low_high[0]), int(low_high[1])
     if high <= low:
         raise ValueError(f"--input-range leaves no integer to draw in [{low}, {high})")
+    limits = np.iinfo(dtype)
+    if low < limits.min or high > limits.max + 1:
+        raise ValueError(f"--input-range [{low}, {high}) does not fit {dtype} ({limits.min}..{limits.max})")
     return rng.integers(low, high, size=(examples, *shape)).astype(dtype)
 
 
@@ -293,6 +304,7 @@ def _prepare(track, args, environment, output_index):
     if args.input_shape is None and (args.input_dtype or args.input_range):
         raise ValueError("--input-dtype and --input-range describe random inputs: give --input-shape too")
     shape = None if args.input_shape is None else _parse_shape(args.input_shape)
+    value_range = None if args.input_range is None else _parse_range(args.input_range)
     for path in args.model:
         check_model_file(path)
     configure_process(environment)
@@ -305,7 +317,7 @@ def _prepare(track, args, environment, output_index):
     for _, _, model in loaded:
         if shape is not None:
             batches.append((_random_batch(model, shape, args.examples, args.input_dtype,
-                                          args.input_range, config.seed), None))
+                                          value_range, config.seed), None))
         else:
             x, y = _track_batch(config, data, model, track.parts.instrument_batch, output_index)
             batches.append((x, y if _labels_fit(model, x, y, output_index) else None))
