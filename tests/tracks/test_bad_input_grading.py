@@ -178,3 +178,41 @@ def test_a_download_with_a_file_its_reader_cannot_read_is_refused_naming_it(caps
         assert not (place / "class").exists() and sorted(path.name for path in place.iterdir()) == ["download"]
     finally:
         shutil.rmtree(place)
+
+
+def under_a_hard_limit(limit):
+    """The command prefix that runs a process with the hard limit `limit` (prlimit's option), unable to raise it:
+    as root, without CAP_SYS_RESOURCE (setpriv), as a user is."""
+    if shutil.which("prlimit") is None or (os.geteuid() == 0 and shutil.which("setpriv") is None):
+        pytest.skip("needs prlimit (and setpriv, as root)")
+    keep = ["setpriv", "--bounding-set", "-sys_resource", "--inh-caps", "-sys_resource"] if os.geteuid() == 0 else []
+    return ["prlimit", limit, *keep, sys.executable]
+
+
+@pytest.mark.parametrize("command, limit, message", [
+    ("check", "--data=2000000000:2000000000", "--memory-gb: a file would get 4 GiB of memory, above the hard limit "
+                                              "of 1.86 this process was started with (ulimit -Hd)"),
+    ("grade", "--cpu=30:30", "--timeout: a file would get 240 CPU seconds"),
+])
+def test_limits_above_the_graders_hard_limits_are_refused_at_parse_time(tmp_path, command, limit, message):
+    target = SOLUTION if command == "check" else a_class(tmp_path / "class")
+    extra = ["--out", tmp_path / "book"] if command == "grade" else []
+    done = subprocess.run([*under_a_hard_limit(limit), "-m", "tracks", command, target, *extra], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "book").exists()
+
+
+def test_a_limit_the_sandbox_cannot_set_is_the_files_reason_not_a_silent_zero(tmp_path):
+    # Past the command line (the autograder builds its limits from its own config): the supervisor says why.
+    program = ("import json, sys\nfrom tracks.exercises.grading import grade_files\n"
+               "from tracks.exercises.sandbox import SubmissionLimits\n"
+               "report, = grade_files([sys.argv[1]], seed=1, limits=SubmissionLimits(), out=sys.argv[2], "
+               "progress=False)\nprint(json.dumps(report))\n")
+    done = subprocess.run([*under_a_hard_limit("--data=2000000000:2000000000"), "-c", program, SOLUTION, tmp_path],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert report["reason"] == ("not run: the sandbox could not set the file's limits (memory limit 4294967296: not "
+                                "allowed to raise maximum limit); lower the limit, or grade where the hard limits "
+                                "(ulimit -H) allow it"), done.stderr
+    assert not report["passed"] and report["checks"] and not any(check["passed"] for check in report["checks"])

@@ -37,8 +37,8 @@ from tracks.common.console import fail
 from tracks.common.option_ranges import nearest_existing
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
-from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, SubmissionLimits, sandbox_problem,
-                                      unconfined_words)
+from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, SubmissionLimits, limits_problem,
+                                      sandbox_problem, unconfined_words)
 
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
@@ -193,6 +193,15 @@ def _limit_options(parser):
                              f"most {MAX_DISK_MB:.15g})")
 
 
+def _limits(args):
+    """The `SubmissionLimits` of the options; `_Refused` where this process could not give them to a file."""
+    limits = SubmissionLimits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb)
+    problem = limits_problem(limits)
+    if problem:
+        raise _Refused(problem)
+    return limits
+
+
 def _autograder(rest):
     from tracks.common.option_ranges import place_problem
     from tracks.exercises.autograder import VISIBILITY, build, parse_exercises
@@ -345,9 +354,7 @@ def _main(command, rest):
                          f"you trust")
         return grade_class(args.folder, args.out, seed=args.seed, jobs=args.jobs, scores=args.scores,
                            lms=tuple(dict.fromkeys(args.lms)), confined=problem is None, roster=args.roster,
-                           exercises=exercises,
-                           limits=SubmissionLimits(seconds=args.timeout, memory_gb=args.memory_gb,
-                                                   disk_mb=args.disk_mb))
+                           exercises=exercises, limits=_limits(args))
     if command == "autograder":
         return _autograder(rest)
     if command == "release":
@@ -360,8 +367,7 @@ def _main(command, rest):
     parser.add_argument("--json", action="store_true", help="one JSON report for every file, on stdout")
     _limit_options(parser)
     args = parser.parse_args(rest)
-    return check(args.files, as_json=args.json, seed=args.seed,
-                 limits=SubmissionLimits(seconds=args.timeout, memory_gb=args.memory_gb, disk_mb=args.disk_mb))
+    return check(args.files, as_json=args.json, seed=args.seed, limits=_limits(args))
 
 
 __all__ = ["check", "list_exercises", "main", "start"]

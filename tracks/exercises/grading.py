@@ -85,6 +85,10 @@ def reason_for(run, limits, specs):
     done = sum(1 for spec in specs if "value" in run.results.get(spec.probe, {}))
     if run.ended in ("interrupted", "grader_gone"):
         return "interrupted: the grading was stopped (its processes were killed)"
+    if "limits" in events:  # the supervisor's, before the file's process imported anything
+        message = str((events["limits"].get("error") or {}).get("message"))[:200]
+        return (f"not run: the sandbox could not set the file's limits ({message}); lower the limit, or grade where "
+                f"the hard limits (ulimit -H) allow it")
     if run.ended == "timeout":
         return f"timeout: still running after {limits.seconds:g} s (its processes were killed)"
     if run.ended == "memory" or "memory" in events:
@@ -134,7 +138,8 @@ def grade_file(path, *, seed, limits=SubmissionLimits(), log_dir, site, confined
     log_dir.mkdir(parents=True, exist_ok=True)
     report = {"file": printable(str(path)), "exercise": None, "title": None, "passed": False, "checks": [],
               "reason": "", "seconds": 0.0, "stdout": str(log_dir / "stdout.txt"),
-              "stderr": str(log_dir / "stderr.txt"), "confinement": None, "left_running": 0, "peak_memory": 0, "peak_rss": 0, "notes": []}
+              "stderr": str(log_dir / "stderr.txt"), "confinement": None, "left_running": 0, "peak_memory": 0,
+              "peak_rss": 0, "notes": []}
     submission = read_submission(path)
     report["notes"] = list(submission.notes)
     number, problem = exercise_number(submission)

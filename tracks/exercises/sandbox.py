@@ -59,7 +59,7 @@ import subprocess
 import sys
 import time
 
-from tracks.exercises.harness.supervisor import BOOTSTRAP
+from tracks.exercises.harness.supervisor import BOOTSTRAP, over_hard_limit, rlimits
 
 RESULTS_LIMIT = 32 * 2**20  # bytes of results read back
 # The largest limits `check` and `grade` take (docs/grading.md): a day, a TiB of memory, a TiB of disk; each
@@ -205,6 +205,33 @@ def _output_bytes(limits):
     return int(min(limits.output_mb, limits.disk_mb) * 2**20)
 
 
+def limit_config(limits):
+    """The supervisor's limits of one file (harness/supervisor.py): seconds, bytes and CPU seconds."""
+    return {"seconds": limits.seconds, "memory": int(limits.memory_gb * 2**30), "output": _output_bytes(limits),
+            "disk": int(limits.disk_mb * 2**20), "cpu": cpu_seconds(limits)}
+
+
+# Each of the file's rlimits (supervisor.rlimits): the option behind it, its unit, and the shell's hard limit.
+_LIMIT_OPTIONS = {"memory": ("--memory-gb", 2**30, "GiB of memory", "ulimit -Hd"),
+                  "cpu": ("--timeout", 1, "CPU seconds (twice --timeout, at least 60)", "ulimit -Ht"),
+                  "output": ("--disk-mb", 2**20, "MiB of output", "ulimit -Hf")}
+
+
+def limits_problem(limits):
+    """Why the file's process could not be given `limits` here, in one line, or None: one of its rlimits above
+    the hard limit this process was started with (`ulimit -H`), which only CAP_SYS_RESOURCE may raise."""
+    try:
+        over = over_hard_limit(limit_config(limits))
+    except ImportError:  # no resource module (Windows): only the time limit is kept
+        return None
+    if over is None:
+        return None
+    name, value, hard = over
+    option, scale, unit, shell = _LIMIT_OPTIONS[name]
+    return (f"{option}: a file would get {value / scale:.3g} {unit}, above the hard limit of {hard / scale:.3g} this "
+            f"process was started with ({shell}); lower {option}, or raise the hard limit")
+
+
 def _communicate(process, deadline, stop):
     """(stdout, stderr) of `process` once it ends. Past `deadline` (time.monotonic()) it is killed; when the
     event `stop` is set, it is sent SIGTERM (a supervisor then ends the file's tree and says so)."""
@@ -240,9 +267,8 @@ def run_submission(source, number, probes, inputs, *, limits, workdir, site, std
     if not confined:
         return run_unconfined(request, results, limits=limits, files=files, site=site, stdout=stdout,
                               stderr=stderr, stop=stop)
-    config = {"request": str(request), "workdir": str(files), "stdout": str(stdout), "stderr": str(stderr),
-              "seconds": limits.seconds, "memory": int(limits.memory_gb * 2**30), "output": _output_bytes(limits),
-              "disk": int(limits.disk_mb * 2**20), "cpu": cpu_seconds(limits), "grader": os.getpid()}
+    config = {"request": str(request), "results": str(results), "workdir": str(files), "stdout": str(stdout),
+              "stderr": str(stderr), "grader": os.getpid(), **limit_config(limits)}
     started = time.monotonic()
     # A session of its own: a Ctrl-C at the terminal reaches the grader, which stops each supervisor in order.
     supervisor = subprocess.Popen([sys.executable, "-I", "-c", BOOTSTRAP, str(site), json.dumps(config)],
@@ -272,11 +298,10 @@ def _plain_limits(limits):
         import resource
     except ImportError:  # Windows
         return None, ["time"]
-    wanted = ((resource.RLIMIT_CPU, cpu_seconds(limits)), (resource.RLIMIT_FSIZE, _output_bytes(limits)),
-              (resource.RLIMIT_DATA, int(limits.memory_gb * 2**30)), (resource.RLIMIT_CORE, 0))
+    wanted = rlimits(limit_config(limits))
 
     def set_limits():
-        for limit, value in wanted:
+        for _, limit, value in wanted:
             try:
                 resource.setrlimit(limit, (value, value))
             except (ValueError, OSError):  # a platform that refuses one (macOS and RLIMIT_DATA, at times)
@@ -332,4 +357,5 @@ def run_unconfined(request, results, *, limits, files, site, stdout, stderr, sto
 
 
 __all__ = ["ChildRun", "SubmissionLimits", "child_environment", "child_site", "cpu_seconds", "hidden_folders",
-           "read_records", "run_submission", "run_unconfined", "sandbox_problem", "unconfined_words"]
+           "limit_config", "limits_problem", "read_records", "run_submission", "run_unconfined", "sandbox_problem",
+           "unconfined_words"]

@@ -7,8 +7,9 @@ leaves behind, in whatever session and with whatever environment, is
 re-parented to it rather than to init, then forks the submission's process:
 a session of its own, stdout and stderr into files, the limits set
 (`RLIMIT_DATA`, `RLIMIT_CPU`, `RLIMIT_FSIZE`, no core files) before
-anything else is imported, then runner.py. It watches that process tree
-until it ends or passes a limit:
+anything else is imported, then runner.py (a limit it may not set, above a
+hard limit, is written to the results as a `limits` event, and the file is
+not run). It watches that process tree until it ends or passes a limit:
 
 - time: the whole tree is killed at the time limit;
 - memory: the tree's resident anonymous and shared memory (shared memory is
@@ -48,6 +49,41 @@ POLL_SECONDS = 0.05
 MAX_FILES = 20_000  # entries in the working folder: past this it counts as over the disk limit
 MAX_PROCESSES = 256  # in the file's tree: past this it is a fork bomb, and killed
 _PR_SET_CHILD_SUBREAPER = 36
+_CAP_SYS_RESOURCE = 24  # linux/capability.h: the capability that may raise a hard limit
+
+
+def rlimits(config):
+    """The limits the submission's process is given, [(name, resource's limit, value)], from the grader's config:
+    its memory (RLIMIT_DATA, bytes), CPU seconds, output (RLIMIT_FSIZE, bytes) and no core file."""
+    import resource  # POSIX only, as in _child
+
+    return [("memory", resource.RLIMIT_DATA, config["memory"]), ("cpu", resource.RLIMIT_CPU, config["cpu"]),
+            ("output", resource.RLIMIT_FSIZE, config["output"]), ("core", resource.RLIMIT_CORE, 0)]
+
+
+def may_raise_hard_limits():
+    """True where this process holds CAP_SYS_RESOURCE (root's, outside most containers): it may set a limit above
+    its hard limit; any other process may not."""
+    try:
+        with open("/proc/self/status") as handle:
+            effective = next(line for line in handle if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(effective.split()[1], 16) >> _CAP_SYS_RESOURCE & 1)
+
+
+def over_hard_limit(config):
+    """(name, value, hard limit) of the first of the submission's limits (`rlimits`) above this process's hard
+    limit, which its children inherit and could not set, or None."""
+    import resource
+
+    if may_raise_hard_limits():
+        return None
+    for name, limit, value in rlimits(config):
+        hard = resource.getrlimit(limit)[1]
+        if hard != resource.RLIM_INFINITY and value > hard:
+            return name, value, hard
+    return None
 
 
 def _parents():
@@ -198,9 +234,14 @@ def _child(site, config):
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        for limit, value in ((resource.RLIMIT_DATA, config["memory"]), (resource.RLIMIT_CPU, config["cpu"]),
-                             (resource.RLIMIT_FSIZE, config["output"]), (resource.RLIMIT_CORE, 0)):
-            resource.setrlimit(limit, (value, value))
+        for name, limit, value in rlimits(config):
+            try:
+                resource.setrlimit(limit, (value, value))
+            except (ValueError, OSError) as error:  # above a hard limit this process may not raise
+                with open(config["results"], "a") as results:  # the runner's file: the grader says why
+                    results.write(json.dumps({"event": "limits", "error": {
+                        "type": type(error).__name__, "message": f"{name} limit {value}: {error}"}}) + "\n")
+                raise
         from harness.runner import main
 
         main(config["request"], site)
@@ -232,4 +273,5 @@ def main(site, config_text):
                           "peak_rss": largest}), flush=True)
 
 
-__all__ = ["BOOTSTRAP", "descendants", "disk_used", "end_everything", "main"]
+__all__ = ["BOOTSTRAP", "descendants", "disk_used", "end_everything", "main", "may_raise_hard_limits",
+           "over_hard_limit", "rlimits"]
