@@ -216,3 +216,21 @@ def test_a_limit_the_sandbox_cannot_set_is_the_files_reason_not_a_silent_zero(tm
                                 "allowed to raise maximum limit); lower the limit, or grade where the hard limits "
                                 "(ulimit -H) allow it"), done.stderr
     assert not report["passed"] and report["checks"] and not any(check["passed"] for check in report["checks"])
+
+
+def test_a_class_collected_from_names_that_are_not_utf8_is_graded_from_a_relative_out(tmp_path, capsys, monkeypatch):
+    # A Moodle folder whose name is Latin-1: collect names it with U+FFFD (collected.csv is UTF-8), and grade, given
+    # folders relative to where it runs, grades it (each file's logs were opened from the supervisor's own folder).
+    download = tmp_path / "download"
+    student = download / os.fsdecode(b"Jos\xe9 Lima_5_assignsubmission_file")
+    student.mkdir(parents=True)
+    shutil.copy(SOLUTION, student / "ex5_bounds.py")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(tracks_main, ["collect", "download", "--out", "class"], capsys)
+    assert code == 0 and "Traceback" not in err, err
+    assert sorted(path.name for path in (tmp_path / "class").iterdir()) == ["Jos\ufffd Lima_5", "collected.csv"]
+    code, _, err = run_cli(tracks_main, ["grade", "class", "--out", "book", "--seed", "3"], capsys)
+    with open(tmp_path / "book" / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert code == 0 and [(row["student"], row["total"]) for row in rows] == [("Jos\ufffd Lima_5", "4/4")], err
+    assert (tmp_path / "book" / "logs" / "Jos\ufffd Lima_5" / "ex5_bounds" / "stdout.txt").is_file()

@@ -119,7 +119,8 @@ def members(download):
             folders.sort()
             for name in sorted(files + [f for f in folders if os.path.islink(os.path.join(folder, f))]):
                 path = pathlib.Path(folder, name)
-                source = path.relative_to(download).as_posix()
+                # a name's bytes that are not UTF-8 as U+FFFD: collected.csv is UTF-8, and a \xNN would split at \
+                source = os.fsencode(path.relative_to(download).as_posix()).decode("utf-8", errors="replace")
                 why = ("a link: not followed" if path.is_symlink()
                        else "" if path.is_file() else "not a regular file: not read")
                 if not why and not os.access(path, os.R_OK):

@@ -41,12 +41,12 @@ from tracks.common.option_ranges import place_problem
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.collect import CollectError, read_collected
 from tracks.exercises.exercise import required
-from tracks.exercises.grading import GradingInterrupted, grade_files, printable, student_of
+from tracks.exercises.grading import GradingInterrupted, grade_files, student_of
 from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, read_roster, write_lms_csv,
                                         write_moodle_feedback)
 from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,
                                        write_students_csv)
-from tracks.exercises.submissions import SUFFIXES
+from tracks.exercises.submissions import SUFFIXES, printable
 
 
 def class_files(folder):

@@ -23,7 +23,7 @@ from tracks.exercises.catalogue import BY_NUMBER
 from tracks.exercises.exercise import Check, judge_all, required
 from tracks.exercises.harness.supervisor import MAX_FILES, MAX_PROCESSES
 from tracks.exercises.sandbox import SubmissionLimits, child_site, run_submission
-from tracks.exercises.submissions import Submission, read_submission
+from tracks.exercises.submissions import Submission, printable, read_submission
 
 
 def exercise_number(path):
@@ -180,15 +180,6 @@ def student_of(path, folder):
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def printable(name):
-    """A file's name as UTF-8 text can hold it (a CSV, a Markdown page, the terminal): bytes of the name that are
-    not UTF-8 (which Python keeps as surrogate escapes) as \\xNN, any other lone surrogate as \\uNNNN."""
-    try:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 class GradingInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during `grade_files`, raised once every file's processes have ended.
 
@@ -210,7 +201,7 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
     being graded, starts no other, waits until every file's processes have ended, and raises
     `GradingInterrupted` with the reports finished before it.
     """
-    out = pathlib.Path(out)
+    out = pathlib.Path(out).absolute()  # the logs' paths go to supervisors that run in folders of their own
     started, lock, finished, stop = time.monotonic(), threading.Lock(), [0], threading.Event()
     with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
         site = child_site(scratch)
@@ -255,5 +246,5 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
         return [future.result() for future in futures]
 
 
-__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "printable",
-           "reason_for", "student_of"]
+__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for",
+           "student_of"]

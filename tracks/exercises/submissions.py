@@ -63,6 +63,15 @@ class Submission:
         return self.cells is not None
 
 
+def printable(name):
+    """A file's name as UTF-8 text can hold it (a CSV, a Markdown page, the terminal): bytes of the name that are
+    not UTF-8 (which Python keeps as surrogate escapes) as \\xNN, any other lone surrogate as \\uNNNN."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def read_submission(path):
     """The `Submission` of a `.py` file or a notebook (never raises for what the file holds)."""
     path = pathlib.Path(path)
@@ -173,4 +182,4 @@ def notebook_submission(data):
     return Submission(source=source, notes=tuple(notes), cells=tuple(cells))
 
 
-__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "notebook_submission", "read_submission"]
+__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "notebook_submission", "printable", "read_submission"]
