@@ -392,3 +392,21 @@ def test_check_grades_a_notebook_and_says_what_it_dropped(tmp_path, capsys):
     code, out, err = run_cli(tracks_main, ["check", notebook, "--seed", "3"], capsys)
     assert code == 0 and out.count("PASS") == 4 and "FAIL" not in out, out
     assert out.count("  note: cell ") == MAGIC_NOTES and "dropped '%pip install --quiet numpy'" in out
+
+
+def test_run_autograder_on_a_machine_that_cannot_set_the_limits_fails_as_the_graders_fault(tmp_path, monkeypatch):
+    """A container whose hard rlimits are below the autograder's limits: the platform gets a results.json
+    that says the autograder failed, not a zero the student would take for a wrong answer."""
+    from tracks.exercises import autograder, sandbox
+
+    monkeypatch.setattr(sandbox, "limits_problem", lambda limits: "--memory-gb: above the hard limit")
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "ex5_bounds.py").write_text((SOLUTIONS / "ex5_bounds.py").read_text())
+    config = tmp_path / "autograder.json"
+    config.write_text(json.dumps({"exercises": [5], "points": {}, "visibility": "visible",
+                                  "limits": {"seconds": 120.0, "memory_gb": 4.0, "disk_mb": 256.0}}))
+    assert autograder.run(tmp_path, config) == 1
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["tests"] == []
+    assert results["output"].startswith("The autograder failed, not your submission")
+    assert "cannot give each file its limits: --memory-gb: above the hard limit" in results["output"]

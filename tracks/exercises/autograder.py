@@ -247,7 +247,7 @@ def run(root, config_path):
     """Grades root/submission/ into root/results/results.json (written whatever happens); 0 when graded."""
     from tracks.exercises.gradebook import class_files
     from tracks.exercises.grading import grade_files
-    from tracks.exercises.sandbox import SubmissionLimits
+    from tracks.exercises.sandbox import SubmissionLimits, limits_problem
 
     root = pathlib.Path(root)
     target = root / "results" / "results.json"
@@ -259,6 +259,9 @@ def run(root, config_path):
         submission = root / "submission"
         files = class_files(submission) if submission.is_dir() else []
         limits = SubmissionLimits(**config["limits"])
+        problem = limits_problem(limits)  # a container whose hard rlimits are lower: never a zero for the student
+        if problem:
+            raise RuntimeError(f"this machine cannot give each file its limits: {problem}")
         with tempfile.TemporaryDirectory(prefix="logs-") as logs:
             reports = grade_files(files, seed=seed, limits=limits, out=logs, root=submission, progress=False) \
                 if files else []
