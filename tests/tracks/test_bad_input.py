@@ -109,6 +109,7 @@ CASES = [
     (L, ["sample", "not-a-run"], {}, "not-a-run has no best_model.keras and vocab.json"),
     (L, ["sample", "not-a-run", "--temperature", "-1"], {}, "--temperature must be >= 0 (0 = greedy), got -1.0"),
     (L, ["sample", "not-a-run", "--seed", "4294967296"], {}, "--seed must be in 0..4294967295"),
+    (L, ["sample", "not-a-run", "--num-chars", "10" + "0" * 29], {}, "--num-chars must be in 0..100,000, got 1"),
     # The exercises and the grader (python -m tracks ...).
     (M, ["check", "no-such-solution.py"], {}, "no such file: no-such-solution.py"),
     (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),

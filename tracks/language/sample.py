@@ -11,6 +11,9 @@ from tracks.common.results import ResultsFormatError
 from tracks.common.run_directory import RunFileError, describe_os_error, read_json
 from tracks.language.results import LanguageResults
 
+# Each character is one forward pass of the model; a sample longer than a short book is a typo, not a wish.
+MAX_SAMPLE_CHARS = 100_000
+
 
 def check_prompt(vocab, prompt):
     """`ValueError` for a prompt with characters the vocabulary does not know."""
@@ -27,14 +30,15 @@ def sample_command(track, argv):
     parser = OneLineParser(prog=f"{track.prog} sample", description="Generate text from a run's best_model.keras.")
     parser.add_argument("run_dir", help="a finished language run directory")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--num-chars", type=int, default=300, help="characters to generate")
+    parser.add_argument("--num-chars", type=int, default=300,
+                        help=f"characters to generate (0..{MAX_SAMPLE_CHARS:,})")
     parser.add_argument("--temperature", type=finite_float, default=0.8, help="0 = greedy")
     parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely (>= 1)")
     parser.add_argument("--seed", type=int, default=None, help=f"seed for reproducible samples (0..{MAX_SEED})")
     args = parser.parse_args(argv)
     from tracks.language.vocabulary import CharVocabulary
 
-    for option, bad, allowed in (("--num-chars", args.num_chars < 0, ">= 0"),
+    for option, bad, allowed in (("--num-chars", not 0 <= args.num_chars <= MAX_SAMPLE_CHARS, f"in 0..{MAX_SAMPLE_CHARS:,}"),
                                  ("--temperature", args.temperature < 0, ">= 0 (0 = greedy)"),
                                  ("--top-k", args.top_k is not None and args.top_k < 1, ">= 1"),
                                  ("--seed", args.seed is not None and not 0 <= args.seed <= MAX_SEED,
