@@ -202,6 +202,17 @@ def test_each_preset_has_the_synthetic_set_chosen_for_it():
     assert MAX_DISTRACTORS == vision_data.synthetic.MAX_DISTRACTORS
     with pytest.raises(ValueError, match="--synthetic-distractors must be in 0..16"):
         VisionConfig(synthetic_distractors=MAX_DISTRACTORS + 1)
+    # And the clutter's, and its default: the background of 0.2.0.
+    from tracks.vision.presets import MAX_CLUTTER
+
+    assert MAX_CLUTTER == vision_data.synthetic.MAX_CLUTTER
+    assert VisionConfig().synthetic_clutter == 1.0
+    for bad in (-0.5, MAX_CLUTTER + 0.5):
+        with pytest.raises(ValueError, match=r"--synthetic-clutter must be in \[0, 4\]"):
+            VisionConfig(synthetic_clutter=bad)
+    assert synthetic_note(VisionConfig(synthetic_faintest=1.0, synthetic_distractors=4, synthetic_clutter=2.0),
+                          "synthetic") == ("; every object fully painted; 4 distractors in half the images; "
+                                           "background clutter x2")
 
 
 def test_the_option_reaches_the_images_and_old_runs_keep_their_set(monkeypatch):
@@ -240,6 +251,49 @@ def test_the_option_reaches_the_images_and_old_runs_keep_their_set(monkeypatch):
     made = vision_data.make_synthetic_images(seed=0, train_examples=SMALL[0], test_examples=SMALL[1],
                                              faintest_object=1.0, distractors=2)
     np.testing.assert_array_equal(loaded.x_test, made[2])
+    # And the clutter: the config's value reaches the images, and a config.json from before it had 1.
+    seen.clear()
+    monkeypatch.setattr(vision_data, "load_vision_data", lambda *args, **kwargs: seen.update(kwargs))
+    prepare.load_data(RunContext(VisionConfig(data="synthetic", synthetic_clutter=2.5), log=quiet))
+    assert seen["synthetic_clutter"] == 2.5
+    monkeypatch.undo()
+    written = config_to_dict(VisionConfig(synthetic_clutter=3.0))
+    assert config_from_dict(VisionConfig, written).synthetic_clutter == 3.0
+    del written["synthetic_clutter"]
+    assert config_from_dict(VisionConfig, written).synthetic_clutter == 1.0
+    loaded = load_vision_data("synthetic", log=quiet, synthetic_examples=SMALL, synthetic_clutter=2.0)
+    made = vision_data.make_synthetic_images(seed=0, train_examples=SMALL[0], test_examples=SMALL[1], clutter=2.0)
+    np.testing.assert_array_equal(loaded.x_test, made[2])
+
+
+def test_clutter_scales_the_label_free_background_and_nothing_else():
+    sizes = dict(seed=5, train_examples=300, test_examples=60, faintest_object=1.0, distractors=4)
+    plain = vision_data.make_synthetic_images(**sizes)
+    # 1 is the set as it was, bit for bit (the presets without the option keep their images).
+    assert all(np.array_equal(a, b) for a, b in zip(plain[:4], vision_data.make_synthetic_images(clutter=1.0,
+                                                                                                  **sizes)[:4]))
+    assert all(np.array_equal(a, b) for a, b in zip(plain[:4], vision_data.make_synthetic_images(clutter=1,
+                                                                                                  **sizes)[:4]))
+
+    def coarse_variation(images):  # the spread of 8 x 8-pixel means within an image: shading and blobs
+        blocks = images.astype(np.float32).mean(axis=3).reshape(len(images), 4, 8, 4, 8).mean(axis=(2, 4))
+        return blocks.reshape(len(images), -1).std(axis=1).mean()
+
+    flat, double = (vision_data.make_synthetic_images(clutter=c, **sizes) for c in (0.0, 2.0))
+    for images in (flat, double):
+        np.testing.assert_array_equal(images[1], plain[1])  # the same labels: the same draws
+        np.testing.assert_array_equal(images[3], plain[3])
+    assert coarse_variation(flat[0]) < coarse_variation(plain[0]) < coarse_variation(double[0])
+    assert coarse_variation(double[0]) > 1.5 * coarse_variation(plain[0])
+    # The object is painted over the background: where the clutter is 0 an image's fine detail (its
+    # object, distractors and pixel noise) is still there.
+    def fine_detail(images):
+        return np.abs(np.diff(images.astype(np.float32), axis=2)).mean()
+
+    assert fine_detail(flat[0]) > 0.5 * fine_detail(plain[0])
+    for bad in (-0.1, 4.01, float("nan"), float("inf"), True, "2", None):
+        with pytest.raises(ValueError, match=r"clutter must be a number in \[0, 4\]"):
+            vision_data.make_synthetic_images(clutter=bad, train_examples=10, test_examples=10)
 
 
 def test_synthetic_load_defaults_split_and_normalisation_statistics():

@@ -48,6 +48,7 @@ def load_data(ctx):
         config.data, data_dir=config.data_dir, seed=config.seed, train_size=config.train_size,
         validation_size=config.validation_size, log=ctx.log, synthetic_examples=(max(10_000, needed), 2_000),
         synthetic_faintest=config.synthetic_faintest, synthetic_distractors=config.synthetic_distractors,
+        synthetic_clutter=config.synthetic_clutter,
         accept=accept,
     )
 

@@ -21,6 +21,7 @@ MAX_DEPTH = 1202
 # tracks/vision/data/synthetic.py's MAX_DISTRACTORS (a test keeps them equal; that module loads TensorFlow with its
 # package).
 MAX_DISTRACTORS = 16
+MAX_CLUTTER = 4.0  # and its MAX_CLUTTER
 # CIFAR ResNets have 6n + 2 layers (residual_keras.models.blocks_per_stage, checked here without Keras).
 DEPTH_RULE = (lambda depth: (depth - 2) % 6 == 0, "depths must be 6n+2 (8, 14, 20, 32, 44, 56, 110, ..., 1202)")
 
@@ -47,6 +48,11 @@ class VisionConfig(RuntimeOptions):
         default=0,
         metadata={"help": "the synthetic set: half its images hold this many distractors, small pieces of other "
                   "classes' patterns under the object (0-16; 0: none), which a deeper net learns to see past"},
+    )
+    synthetic_clutter: float = dataclasses.field(
+        default=1.0,
+        metadata={"help": f"the synthetic set: its background's shading and blobs, which carry no label, x this "
+                  f"(0-{MAX_CLUTTER:g}; 1: the background of 0.2.0); more keeps a deep plain net at chance longer"},
     )
     data_dir: Optional[str] = dataclasses.field(
         default=None, metadata={"help": "TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)"}
@@ -126,7 +132,9 @@ class VisionConfig(RuntimeOptions):
     # reads config.json as written: it lists the field when the reference has it and the run's
     # differs or is missing).
     # Those without synthetic_distractors (0.2.0's, and this version's before issue 66) had no distractors.
-    VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0, "synthetic_distractors": 0}
+    # And those without synthetic_clutter (before issue 66's screening 8) had the background of 0.2.0.
+    VALUES_BEFORE_THE_FIELD: ClassVar[dict] = {"synthetic_faintest": 1.0, "synthetic_distractors": 0,
+                                               "synthetic_clutter": 1.0}
 
     def adapted_to(self, given):
         """The preset for a run with the options `given`: a typed --train-size below the preset's batch
@@ -180,6 +188,9 @@ class VisionConfig(RuntimeOptions):
         if not 0 <= self.synthetic_distractors <= MAX_DISTRACTORS:
             raise ValueError(f"--synthetic-distractors must be in 0..{MAX_DISTRACTORS} (pieces of other classes' "
                              f"patterns in half the images; 0: none), got {self.synthetic_distractors}")
+        if not 0 <= self.synthetic_clutter <= MAX_CLUTTER:
+            raise ValueError(f"--synthetic-clutter must be in [0, {MAX_CLUTTER:g}] (x the background's shading and "
+                             f"blobs of 0.2.0; 1: unchanged), got {self.synthetic_clutter}")
 
 
 # XLA with `--xla auto` on a CPU: XLA's CPU convolutions are slower than TensorFlow's oneDNN ones

@@ -281,12 +281,18 @@ def report(results, ctx):
 
 
 def synthetic_note(config, dataset):
-    """How faint the synthetic set's objects were ("" for other data): the set differs with it."""
+    """Which synthetic set the run had ("" for other data): how faint its objects, its distractors, its clutter."""
     if dataset != "synthetic":
         return ""
     if config.synthetic_faintest >= 1:
-        return "; every object fully painted"
-    return f"; half the objects faint, down to opacity {config.synthetic_faintest:g}"
+        note = "; every object fully painted"
+    else:
+        note = f"; half the objects faint, down to opacity {config.synthetic_faintest:g}"
+    if config.synthetic_distractors:
+        note += f"; {config.synthetic_distractors} distractors in half the images"
+    if config.synthetic_clutter != 1:
+        note += f"; background clutter x{config.synthetic_clutter:g}"
+    return note
 
 
 def write_summary(run, config, results, figures, banner=None):

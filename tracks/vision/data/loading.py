@@ -146,6 +146,7 @@ def load_vision_data(
     synthetic_examples=(SYNTHETIC_TRAIN_EXAMPLES, SYNTHETIC_TEST_EXAMPLES),
     synthetic_faintest=FAINTEST_OBJECT,
     synthetic_distractors=0,
+    synthetic_clutter=1.0,
     accept=None,
 ):
     """Load a data set into memory and split it.
@@ -177,6 +178,9 @@ def load_vision_data(
         synthetic_distractors: int in 0..16. Pieces of other classes'
             patterns in half the synthetic images (`make_synthetic_images`'
             `distractors`). Default 0: none.
+        synthetic_clutter: float in [0, 4]. The synthetic background's
+            label-free shading and blobs, x those of 0.2.0
+            (`make_synthetic_images`' `clutter`). Default 1.
         accept: callable(train images, test images) -> the `train_size` to keep (a caller may lower a
             default to what the folder has), raising ValueError to refuse; called for a folder source once
             its files are counted, before any image is decoded or cached.
@@ -230,8 +234,10 @@ def load_vision_data(
             test_examples=test_examples,
             faintest_object=synthetic_faintest,
             distractors=synthetic_distractors,
+            clutter=synthetic_clutter,
         )
         clutter = f", {synthetic_distractors} distractors in half the images" if synthetic_distractors else ""
+        clutter += f", background clutter x{synthetic_clutter:g}" if synthetic_clutter != 1 else ""
         log(f"synthetic: {train_examples} train / {test_examples} test images (seed {seed}, "
             f"faintest object {synthetic_faintest:g}{clutter})")
     elif source.startswith("folder:"):

@@ -32,6 +32,8 @@ SYNTHETIC_TEST_EXAMPLES = 2_000
 FAINTEST_OBJECT = 0.065
 # The most distractors an image may hold (a piece's radius is 3-5 pixels in a 32 x 32 scene).
 MAX_DISTRACTORS = 16
+# The most background clutter (x the shading and blobs of the set of 0.2.0); beyond it most images clip.
+MAX_CLUTTER = 4.0
 
 
 def make_synthetic_images(
@@ -42,6 +44,7 @@ def make_synthetic_images(
     test_examples=SYNTHETIC_TEST_EXAMPLES,
     faintest_object=FAINTEST_OBJECT,
     distractors=0,
+    clutter=1.0,
 ):
     """(x_train, y_train, x_test, y_test, class_names): 10 classes of pattern.
 
@@ -67,6 +70,16 @@ def make_synthetic_images(
     from a stream of their own (spawned from the images' generator), so
     everything else is the set without them, image for image; at 0 nothing
     is drawn.
+
+    `clutter` scales the background's variation that carries no label: its
+    shading (the coarse 4 x 4 and 8 x 8 fields) and the strength of its
+    three blobs (1: the set of 0.2.0; 0: a flat colour with its tint).
+    More of it makes the object a smaller share of the image's variation,
+    so a deep plain net, which sees the image through random features at
+    initialisation, finds the class later (docs/experiments/vision.md,
+    issue 66, screening 8); every object stays as visible to a net that
+    learns its first layers. Where the brighter or darker patches pass 0 or
+    255 they clip. The same random numbers are drawn whatever its value.
     Classes are exactly balanced; the same seed gives identical arrays on
     one kind of CPU. Across instruction sets numpy's vectorised sin and
     exp round differently, and a few pixels move by one level (measured:
@@ -78,19 +91,24 @@ def make_synthetic_images(
     if isinstance(distractors, bool) or not isinstance(distractors, (int, np.integer)) or not (
             0 <= distractors <= MAX_DISTRACTORS):
         raise ValueError(f"distractors must be an integer in 0..{MAX_DISTRACTORS} (0: none), got {distractors!r}")
+    if isinstance(clutter, bool) or not isinstance(clutter, (int, float, np.integer, np.floating)) or not (
+            0 <= clutter <= MAX_CLUTTER):
+        raise ValueError(f"clutter must be a number in [0, {MAX_CLUTTER:g}] (1: the background of 0.2.0), "
+                         f"got {clutter!r}")
+    clutter = float(clutter)
     train_rng, test_rng = np.random.default_rng([seed, 100]), np.random.default_rng([seed, 101])
-    x_train, y_train = _synthetic_split(train_rng, train_examples, image_size, faintest_object, distractors)
-    x_test, y_test = _synthetic_split(test_rng, test_examples, image_size, faintest_object, distractors)
+    x_train, y_train = _synthetic_split(train_rng, train_examples, image_size, faintest_object, distractors, clutter)
+    x_test, y_test = _synthetic_split(test_rng, test_examples, image_size, faintest_object, distractors, clutter)
     return x_train, y_train, x_test, y_test, SYNTHETIC_CLASS_NAMES
 
 
-def _synthetic_split(rng, count, size, faintest_object, distractors):
+def _synthetic_split(rng, count, size, faintest_object, distractors, clutter):
     num_classes = len(SYNTHETIC_CLASS_NAMES)
     labels = rng.permutation(np.arange(count) % num_classes).astype(np.int32)
     images = np.empty((count, size, size, 3), np.uint8)
     for start in range(0, count, 1000):  # chunks keep the float temporaries in cache
         stop = min(start + 1000, count)
-        images[start:stop] = _synthetic_chunk(rng, labels[start:stop], size, faintest_object, distractors)
+        images[start:stop] = _synthetic_chunk(rng, labels[start:stop], size, faintest_object, distractors, clutter)
     return images, labels
 
 
@@ -99,7 +117,7 @@ def _sharp(values, softness):
     return 1.0 / (1.0 + np.exp(-values / softness))
 
 
-def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
+def _synthetic_chunk(rng, labels, size, faintest_object, distractors, clutter):
     n = len(labels)
     f32 = np.float32
     # Pixel centres in "32x32 units", so every image_size shows the same scene.
@@ -146,15 +164,16 @@ def _synthetic_chunk(rng, labels, size, faintest_object, distractors):
     # stream die in the first 80 steps; see docs/experiments/vision.md.)
     base = _luminance_colours(rng, n, 0.35, 0.65, chroma=0.05)  # (n, 1, 1, 3)
     upsample_4, upsample_8 = _bilinear_matrix(4, size), _bilinear_matrix(8, size)
-    shading = (upsample_4 @ rng.normal(0, 0.15, (n, 4, 4)).astype(f32) @ upsample_4.T
-               + upsample_8 @ rng.normal(0, 0.08, (n, 8, 8)).astype(f32) @ upsample_8.T)
+    # `clutter` scales the label-free variation: the shading and the blobs (x 1.0 changes no bit).
+    shading = clutter * (upsample_4 @ rng.normal(0, 0.15, (n, 4, 4)).astype(f32) @ upsample_4.T
+                         + upsample_8 @ rng.normal(0, 0.08, (n, 8, 8)).astype(f32) @ upsample_8.T)
     tint = (upsample_4 @ rng.normal(0, 0.03, (n, 3, 4, 4)).astype(f32) @ upsample_4.T).transpose(0, 2, 3, 1)
     image = base + shading[..., None] + tint
     for _ in range(3):  # soft blobs of light or shadow
         blob_x, blob_y = draw(0, 32), draw(0, 32)
         blob_width = draw(1.5, 4.0)
         blob = np.exp(-((xx - blob_x) ** 2 + (yy - blob_y) ** 2) / (2 * blob_width**2))
-        image += blob[..., None] * draw(-0.3, 0.3)[..., None]
+        image += blob[..., None] * (clutter * draw(-0.3, 0.3))[..., None]
     # The object: lighter or darker than what lies under it, by a random contrast.
     contrast = draw(0.08, 0.3) * np.where(rng.random((n, 1, 1)) < 0.5, -1.0, 1.0).astype(f32)
     foreground = base + contrast[..., None] + rng.normal(0, 0.05, (n, 1, 1, 3)).astype(f32)
