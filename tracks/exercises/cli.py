@@ -39,6 +39,7 @@ from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
 from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, SubmissionLimits, limits_problem,
                                       sandbox_problem, unconfined_words)
+from tracks.exercises.submissions import shell_word
 
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
@@ -72,7 +73,7 @@ def start(number, folder):
         return fail(f"cannot write {target} ({error.strerror}): choose a folder you can write")
     print(f"exercise {exercise.number}: {exercise.title}")
     print(f"wrote {target}: read its question and hints, fill in the functions, then")
-    print(f"  python -m tracks check {target}")
+    print(f"  python -m tracks check {shell_word(target)}")
     return 0
 
 

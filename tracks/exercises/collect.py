@@ -47,6 +47,7 @@ import zipfile
 import zlib
 
 from tracks.common.option_ranges import place_problem
+from tracks.exercises.submissions import shell_word
 
 LAYOUTS = ("canvas", "moodle", "auto")
 PATTERN_GROUPS = ("student", "id", "late", "file")
@@ -348,7 +349,7 @@ def collect(download, out, layout="auto", pattern=None):
           f"({layout} layout; {lateness}), listed in {out / COLLECTED}"
           + (f"; {len(unplaced)} file{'s' * (len(unplaced) != 1)} could not be placed, in {out / UNPLACED}/"
              if unplaced else "")
-          + f". Next: python -m tracks grade {out} --out BOOK", file=sys.stderr, flush=True)
+          + f". Next: python -m tracks grade {shell_word(out)} --out BOOK", file=sys.stderr, flush=True)
     return 0
 
 

@@ -27,11 +27,12 @@ file, which would count the files not graded as missing.
 """
 
 import collections
+import contextlib
 import csv
 import json
+import os
 import pathlib
 import secrets
-import shutil
 import sys
 import time
 
@@ -41,7 +42,7 @@ from tracks.common.option_ranges import place_problem
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.collect import CollectError, read_collected
 from tracks.exercises.exercise import required
-from tracks.exercises.grading import GradingInterrupted, grade_files, student_of
+from tracks.exercises.grading import GradingInterrupted, grade_files, log_folders, student_of
 from tracks.exercises.platforms import (MOODLE_FEEDBACK, RosterError, match, read_roster, write_lms_csv,
                                         write_moodle_feedback)
 from tracks.exercises.students import (Scores, ScoresError, exercise_of, read_scores, student_rows, write_feedback,
@@ -55,6 +56,20 @@ def class_files(folder):
     return sorted(path for path in pathlib.Path(folder).rglob("*")
                   if path.suffix in SUFFIXES and path.is_file()
                   and not any(part.startswith((".", "__pycache__")) for part in path.relative_to(folder).parts))
+
+
+def class_links(folder):
+    """The links under `folder` that `class_files` would otherwise meet: to a folder (their files were left out
+    unsaid), or named *.py or *.ipynb (graded from whatever they point to: a student's link may point at the
+    course's solutions), sorted; those in hidden folders left out, as `class_files` leaves them."""
+    links = []
+    for parent, folders, names in os.walk(folder):  # does not follow links to folders
+        folders[:] = sorted(name for name in folders if not name.startswith((".", "__pycache__")))
+        for name in sorted([*folders, *names]):
+            path = pathlib.Path(parent) / name
+            if path.is_symlink() and (name in folders or path.suffix in SUFFIXES) and not name.startswith("."):
+                links.append(path)
+    return links
 
 
 def columns(reports):
@@ -224,9 +239,14 @@ def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercis
     rows = [file_row(files[index], folder) for index in graded]
     for row, report in zip(rows, reports):
         report.update(student=row["student"], file=row["file"])
+    logs = log_folders(files, folder)
+    for index in range(len(files)):  # the logs of a file cut short: its report was not kept
+        if index not in done:  # its own two files only: another file's logs may lie below (ana/ex3/, ana/ex3.py)
+            for name in ("stdout.txt", "stderr.txt"):
+                (out / "logs" / logs[index] / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (out / "logs" / logs[index]).rmdir()
     missing = [path.relative_to(folder) for index, path in enumerate(files) if index not in done]
-    for path in missing:  # the logs of a file cut short: its report was not kept
-        shutil.rmtree(out / "logs" / path.with_suffix(""), ignore_errors=True)
     missing = [printable(path.as_posix()) for path in missing]
     write_csv(out / "grades.csv", rows, reports, exercises)
     (out / "grades.json").write_text(json.dumps(
@@ -243,8 +263,8 @@ def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercis
 
 def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), confined=True, roster=None,
                 exercises=None):
-    """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input,
-    130 or 143 when interrupted (a partial gradebook, `write_partial`).
+    """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input (a
+    link inside `folder` among it, `class_links`), 130 or 143 when interrupted (a partial gradebook, `write_partial`).
 
     `scores`: a scores file (TOML or JSON, `students.read_scores`) or None for a point per check; `lms`:
     the platforms whose import files are written too (`platforms.LMS`); `confined=False`: every file as a
@@ -255,6 +275,11 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
         return fail(f"no such folder: {folder}")
+    links = class_links(folder)
+    if links:
+        return fail(f"{links[0]} is a link{f' (and {len(links) - 1} more)' if len(links) > 1 else ''}: the grader "
+                    f"follows no link in a class (a student's could point at the solutions); copy what it points "
+                    f"to into the class (cp -rL), or delete it")
     files = class_files(folder)
     if not files:
         return fail(f"no *.py or *.ipynb file under {folder}")
@@ -356,5 +381,5 @@ def write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds
     return {"files": [*names, "grades.json", "summary.md", "checks.png"], "students": students}
 
 
-__all__ = ["assignment_cell", "class_files", "columns", "grade_class", "lateness", "plot", "tally", "write_csv",
-           "write_summary"]
+__all__ = ["assignment_cell", "class_files", "class_links", "columns", "grade_class", "lateness", "plot", "tally",
+           "write_csv", "write_summary"]

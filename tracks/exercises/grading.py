@@ -180,6 +180,26 @@ def student_of(path, folder):
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
+def log_folders(paths, root=None):
+    """Each file's folder for its stdout.txt and stderr.txt, under a gradebook's logs/, in the order given: its
+    path under `root` without its suffix (ana/ex3.py: ana/ex3), or with it where another file took that name
+    (ana/ex3.py and ana/ex3.ipynb: ana/ex3 and ana/ex3.ipynb), so that no file's logs overwrite another's.
+    Without a root, files of the same name are told apart by their place in `paths` (001-ex3, 002-ex3)."""
+    if root is None:
+        return [pathlib.Path(f"{index + 1:03d}-{pathlib.Path(path).name}").with_suffix("")
+                for index, path in enumerate(paths)]
+    taken, folders = set(), []
+    for index, path in enumerate(paths):
+        relative = pathlib.Path(path).relative_to(root)
+        candidate = next((name for name in (relative.with_suffix(""), relative) if name not in taken), None)
+        number = index + 1
+        while candidate is None or candidate in taken:
+            candidate, number = relative.with_name(f"{relative.name}-{number}"), number + 1
+        taken.add(candidate)
+        folders.append(candidate)
+    return folders
+
+
 class GradingInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during `grade_files`, raised once every file's processes have ended.
 
@@ -195,7 +215,7 @@ class GradingInterrupted(KeyboardInterrupt):
 def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, confined=True):
     """Reports for every file, in the order given, graded `jobs` at a time; progress lines on `progress`.
 
-    Each file's stdout and stderr are kept in out/logs/<file's path under root>/. `progress`: a
+    Each file's stdout and stderr are kept in out/logs/<file's path under root>/ (`log_folders`). `progress`: a
     stream (default: sys.stderr), or False for none. `confined=False`: each file as a plain process
     (sandbox.run_unconfined). An interruption (KeyboardInterrupt in this thread) stops the files
     being graded, starts no other, waits until every file's processes have ended, and raises
@@ -203,16 +223,17 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
     """
     out = pathlib.Path(out).absolute()  # the logs' paths go to supervisors that run in folders of their own
     started, lock, finished, stop = time.monotonic(), threading.Lock(), [0], threading.Event()
+    logs = log_folders(paths, root)
     with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
         site = child_site(scratch)
 
         def one(numbered):
-            index, path = numbered  # without a root, files of the same name get logs of their own
+            index, path = numbered
             if stop.is_set():
                 return None
             relative = (pathlib.Path(path).relative_to(root) if root
                         else pathlib.Path(f"{index + 1:03d}-{pathlib.Path(path).name}"))
-            report = grade_file(path, seed=seed, limits=limits, log_dir=out / "logs" / relative.with_suffix(""),
+            report = grade_file(path, seed=seed, limits=limits, log_dir=out / "logs" / logs[index],
                                 site=site, confined=confined, stop=stop)
             if stop.is_set():  # a file cut short is not graded: its report would be a wrong 0
                 return None
@@ -246,5 +267,5 @@ def grade_files(paths, *, seed, limits, out, jobs=1, root=None, progress=None, c
         return [future.result() for future in futures]
 
 
-__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "reason_for",
-           "student_of"]
+__all__ = ["GradingInterrupted", "claimed_exercise", "exercise_number", "grade_file", "grade_files", "log_folders",
+           "reason_for", "student_of"]

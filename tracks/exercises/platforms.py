@@ -104,7 +104,7 @@ def read_roster(path):
     if not people:
         raise RosterError(f"--roster {path}: {platform}'s layout, but no student in it (no row with a numeric "
                           f"{'ID' if platform == 'canvas' else 'Identifier'})")
-    return Roster(platform, str(path), tuple(people))
+    return Roster(platform, str(path.resolve()), tuple(people))  # the gradebook names it wherever it is read
 
 
 def _check_rows(path, header, rows, needed):

@@ -96,7 +96,7 @@ def read_scores(path):
                 raise ScoresError(f"--scores {path}: exercise {number}'s {key} must be a number >= 0, "
                                   f"got {value!r}")
         points[number] = {key: float(value) for key, value in checks.items()}
-    return Scores(points, str(path))
+    return Scores(points, str(path.resolve()))  # the gradebook says which file, wherever it is read
 
 
 def _named_exercise(file):

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import pathlib
 import re
+import shlex
 
 NOTEBOOK_SUFFIX = ".ipynb"
 SUFFIXES = (".py", NOTEBOOK_SUFFIX)
@@ -70,6 +71,13 @@ def printable(name):
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
         return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shell_word(path):
+    """A path as one word of a command line to copy into a shell: quoted where it has spaces or other signs the
+    shell reads (`'my work/ex1.py'`), after ./ where it starts with - (an option to the command otherwise)."""
+    text = str(path)
+    return shlex.quote(f"./{text}" if text.startswith("-") else text)
 
 
 def read_submission(path):
@@ -182,4 +190,5 @@ def notebook_submission(data):
     return Submission(source=source, notes=tuple(notes), cells=tuple(cells))
 
 
-__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "notebook_submission", "printable", "read_submission"]
+__all__ = ["NOTEBOOK_SUFFIX", "SUFFIXES", "Submission", "notebook_submission", "printable", "read_submission",
+           "shell_word"]
