@@ -144,6 +144,11 @@ def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
     return 0 if all(report["passed"] for report in reports) else 1
 
 
+def _out_path(text):
+    """An argparse type for an --out: `~` expanded, as the shell does unquoted and as place_problem checks it."""
+    return str(pathlib.Path(text).expanduser())
+
+
 def _positive(kind, maximum=None):
     """An argparse type: a finite number above 0 and, where `maximum` is given, at most `maximum`."""
     def parse(text):
@@ -211,7 +216,7 @@ def _autograder(rest):
     parser = _Parser(prog="python -m tracks autograder",
                      description="Build a Gradescope autograder (setup.sh, run_autograder and this version's "
                                  "wheel) that grades the exercises as `grade` does (docs/grading.md).")
-    parser.add_argument("--out", required=True, help="the zip to write (new), e.g. autograder.zip")
+    parser.add_argument("--out", required=True, type=_out_path, help="the zip to write (new), e.g. autograder.zip")
     parser.add_argument("--exercises", default=",".join(str(e.number) for e in EXERCISES),
                         help="the exercises of the assignment, e.g. 1,3,5 (default: all)")
     parser.add_argument("--scores", metavar="FILE", help="points per check, TOML or JSON (default: 1 per check)")
@@ -255,7 +260,7 @@ def _release(rest):
                      description="Write the students' edition of the course into DIR: the handouts and students' "
                                  "pages, the notebooks without their solutions, the exercises' files and this "
                                  "version's wheel; no solution in any of it (docs/release.md).")
-    parser.add_argument("--out", required=True, help="the folder to write (new, or empty), outside the repository")
+    parser.add_argument("--out", required=True, type=_out_path, help="the folder to write (new, or empty), outside the repository")
     parser.add_argument("--without-wheel", action="store_true",
                         help="leave the wheel out: students install the package from the package index")
     args = parser.parse_args(rest)
@@ -279,7 +284,7 @@ def _collect(rest):
                                  "\"Collecting the hand-in\").")
     parser.add_argument("download", help="Canvas's \"Download Submissions\" or Moodle's \"Download all "
                                          "submissions\" zip, or the folder it unpacks to")
-    parser.add_argument("--out", required=True, help="the class folder to write (new, or empty)")
+    parser.add_argument("--out", required=True, type=_out_path, help="the class folder to write (new, or empty)")
     parser.add_argument("--layout", choices=LAYOUTS, default="auto",
                         help="whose download it is (default: auto, from the files' names)")
     parser.add_argument("--pattern", metavar="REGEX",
@@ -325,7 +330,7 @@ def _main(command, rest):
                          description="Grade every *.py and *.ipynb under DIR into a gradebook.")
         parser.add_argument("folder", help="the class: DIR/<student>/*.py or *.ipynb, or DIR/*.py (one file per "
                                            "student)")
-        parser.add_argument("--out", required=True, help="the gradebook's folder (new, or empty)")
+        parser.add_argument("--out", required=True, type=_out_path, help="the gradebook's folder (new, or empty)")
         parser.add_argument("--jobs", type=_positive(int), default=1, help="files graded at once")
         parser.add_argument("--scores", metavar="FILE",
                             help="points per check, a TOML or JSON file (default: 1 point per check; "
