@@ -184,9 +184,10 @@ def test_each_preset_has_the_synthetic_set_chosen_for_it():
     assert PRESETS["nonorm"].synthetic_distractors == 0
     assert PRESETS["class"].synthetic_faintest == vision_data.FAINTEST_OBJECT  # calibrated for it (issue 53)
     assert PRESETS["class"].synthetic_distractors == 0
-    # The quick preset keeps the faint set (issue 66: the distractors' set failed its plain half).
-    assert (PRESETS["quick"].synthetic_faintest, PRESETS["quick"].synthetic_distractors) == (
-        vision_data.FAINTEST_OBJECT, 0)
+    # The quick preset's set (issue 66, screening 8): painted, 4 distractors, the background's clutter doubled.
+    assert (PRESETS["quick"].synthetic_faintest, PRESETS["quick"].synthetic_distractors,
+            PRESETS["quick"].synthetic_clutter) == (1.0, 4, 2.0)
+    assert PRESETS["class"].synthetic_clutter == PRESETS["nonorm"].synthetic_clutter == 1.0
     assert VisionConfig().synthetic_faintest == vision_data.FAINTEST_OBJECT  # one default, in two modules
     assert VisionConfig().synthetic_distractors == 0
     # The summary's data line says which set a synthetic run had.
