@@ -37,17 +37,18 @@ EARLIER = {
         },
     },
     "vision-offline-s0": {
-        "source": "docs/experiments/vision.md, the quick preset at 10 epochs on the synthetic set (issue 53's third "
-                  "design, faint objects), seeds 1-8 (seed 0 is the reference run's)",
+        "source": "docs/experiments/vision.md, the quick preset on its offline set (issue 66's screening 8: every "
+                  "object painted, 4 distractors in half the images, background clutter x2), seeds 1-5 "
+                  "(docs/measurements/quick_offline.json; seed 0 is the reference run's)",
         "values": {
-            "plain-8 training error": [0.460, 0.457, 0.476, 0.482, 0.477, 0.475, 0.458, 0.472],
-            "plain-8 test error": [0.456, 0.465, 0.456, 0.465, 0.459, 0.466, 0.430, 0.452],
-            "plain-32 training error": [0.860, 0.539, 0.888, 0.887, 0.884, 0.871, 0.564, 0.887],
-            "plain-32 test error": [0.853, 0.547, 0.885, 0.900, 0.899, 0.886, 0.548, 0.892],
-            "residual-8 training error": [0.469, 0.466, 0.463, 0.470, 0.473, 0.459, 0.468, 0.457],
-            "residual-8 test error": [0.460, 0.456, 0.461, 0.445, 0.460, 0.459, 0.446, 0.457],
-            "residual-32 training error": [0.409, 0.415, 0.423, 0.467, 0.445, 0.423, 0.399, 0.433],
-            "residual-32 test error": [0.399, 0.418, 0.420, 0.445, 0.429, 0.427, 0.373, 0.422],
+            "plain-8 training error": [0.309, 0.307, 0.360, 0.323, 0.295],
+            "plain-8 test error": [0.334, 0.307, 0.362, 0.320, 0.291],
+            "plain-32 training error": [0.886, 0.887, 0.470, 0.869, 0.806],
+            "plain-32 test error": [0.895, 0.879, 0.452, 0.875, 0.798],
+            "residual-8 training error": [0.297, 0.313, 0.313, 0.322, 0.310],
+            "residual-8 test error": [0.310, 0.303, 0.285, 0.316, 0.285],
+            "residual-32 training error": [0.212, 0.207, 0.265, 0.245, 0.278],
+            "residual-32 test error": [0.222, 0.211, 0.257, 0.248, 0.258],
         },
     },
     "vision-class-cifar10-s0": {
