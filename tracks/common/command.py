@@ -29,6 +29,8 @@ _PENDING = []
 REDELIVERY_SECONDS = 0.05
 # True while `signals_as_interruptions` holds the handlers (a signal is only delivered again then).
 _ACTIVE = []
+# True once an interruption was taken (`take_interruption`): the process is ending.
+_TAKEN = []
 
 
 def _interrupt(signum, frame):
@@ -72,8 +74,15 @@ def raise_if_interrupted():
 
 
 def take_interruption():
-    """Marks the pending interruptions handled."""
+    """Marks the pending interruptions handled; from then on the process is ending (exit 130 or 143)."""
     _PENDING.clear()
+    _TAKEN.append(True)
+
+
+def _quiet(unraisable):
+    """The `sys.unraisablehook` once an interruption was taken: an object the signal cut short while it was
+    being made (pyparsing's, in matplotlib's import) may raise in its `__del__` as the process ends; that is
+    no error of the run's, and the user has already read the one line that says what happened."""
 
 
 @contextlib.contextmanager
@@ -87,11 +96,12 @@ def signals_as_interruptions():
     previous = {number: signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable_hook(sys.unraisablehook)
     _ACTIVE.append(True)
+    _TAKEN.clear()
     try:
         yield
     finally:
         _ACTIVE.pop()
-        sys.unraisablehook = previous_hook
+        sys.unraisablehook = _quiet if _TAKEN else previous_hook
         for number, handler in previous.items():
             signal.signal(number, handler)
 
