@@ -362,7 +362,7 @@ def _copy(run_path, out):
 
 
 def main(argv=None):
-    from tracks.common.option_ranges import place_problem
+    from tracks.common.option_ranges import out_problem
     from tracks.common.options import OneLineParser  # a bad argument: one line, exit 2
 
     parser = OneLineParser(prog="python scripts/replot.py", description=__doc__,
@@ -378,9 +378,9 @@ def main(argv=None):
                              "fingerprint: needed to measure again, and to name data that results.json names "
                              "without their path")
     args = parser.parse_args(argv)
-    where = args.out is not None and place_problem(args.out)  # a file, or a folder that is not writable
+    where = args.out is not None and out_problem(args.out)  # a file, or a folder that is not writable
     if where:
-        print(f"error: --out {args.out}: {where}; choose another --out", file=sys.stderr)
+        print(f"error: {where}", file=sys.stderr)
         return 2
     failed = 0
     for run_path in args.runs:

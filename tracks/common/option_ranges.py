@@ -126,5 +126,11 @@ def place_problem(path):
     return None
 
 
+def out_problem(out, option="--out"):
+    """The one line refusing `out` as the place an `option` names, from `place_problem`, or None."""
+    problem = place_problem(out)
+    return f"{option} {out}: {problem}; choose another {option}" if problem else None
+
+
 __all__ = ["MAX_INTEGER", "MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_integer_sizes",
-           "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "place_problem", "whole_number"]
+           "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "out_problem", "place_problem", "whole_number"]

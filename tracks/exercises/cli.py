@@ -209,7 +209,7 @@ def _limits(args):
 
 
 def _autograder(rest):
-    from tracks.common.option_ranges import place_problem
+    from tracks.common.option_ranges import out_problem
     from tracks.exercises.autograder import VISIBILITY, build, parse_exercises
     from tracks.exercises.students import Scores, ScoresError, read_scores
 
@@ -230,9 +230,9 @@ def _autograder(rest):
         return fail(f"--out {out}: the platform takes a .zip; name it {out.stem or 'autograder'}.zip")
     if out.exists():
         return fail(f"--out {out} exists: choose another name, or delete it")
-    problem = place_problem(out)
+    problem = out_problem(out)
     if problem:
-        return fail(f"--out {out}: {problem}; choose another --out")
+        return fail(problem)
     try:
         exercises = parse_exercises(args.exercises)
         scores = Scores() if args.scores is None else read_scores(args.scores)

@@ -46,7 +46,7 @@ import unicodedata
 import zipfile
 import zlib
 
-from tracks.common.option_ranges import place_problem
+from tracks.common.option_ranges import out_problem
 from tracks.exercises.submissions import shell_word
 
 LAYOUTS = ("canvas", "moodle", "auto")
@@ -318,9 +318,9 @@ def collect(download, out, layout="auto", pattern=None):
             raise CollectError(f"--out {out} exists and is not an empty folder: choose a new one, or delete it")
         if download.is_dir() and out.resolve().is_relative_to(download.resolve()):
             raise CollectError(f"--out {out} is inside the download {download}: choose a folder outside it")
-        problem = place_problem(out)
+        problem = out_problem(out)
         if problem:
-            raise CollectError(f"--out {out}: {problem}; choose another --out")
+            raise CollectError(problem)
         layout, placed = plan(download, layout, pattern)
         out.parent.mkdir(parents=True, exist_ok=True)
     except CollectError as error:

@@ -38,7 +38,7 @@ import time
 
 from tracks.common.command import interruption, signals_held, take_interruption
 from tracks.common.console import fail
-from tracks.common.option_ranges import place_problem
+from tracks.common.option_ranges import out_problem
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.collect import CollectError, read_collected
 from tracks.exercises.exercise import required
@@ -287,9 +287,9 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
         return fail(f"{out} exists and is not an empty folder: choose a new --out, or delete it")
     if out.resolve().is_relative_to(folder.resolve()):
         return fail(f"--out {out} is inside {folder}: the gradebook would be graded next time")
-    problem = place_problem(out)
+    problem = out_problem(out)
     if problem:
-        return fail(f"--out {out}: {problem}; choose another --out")
+        return fail(problem)
     try:
         scores = Scores() if scores is None else read_scores(scores)
         collected = read_collected(folder)

@@ -24,7 +24,7 @@ import pathlib
 import re
 import shutil
 
-from tracks.common.option_ranges import place_problem
+from tracks.common.option_ranges import out_problem
 from tracks.exercises.autograder import build_wheel, project_root
 from tracks.exercises.catalogue import EXERCISES
 
@@ -120,9 +120,9 @@ def write_release(out, *, wheel=True):
         raise ReleaseError(f"--out {out} exists and is not an empty folder: choose a new one, or delete it")
     if out.resolve().is_relative_to(root.resolve()):
         raise ReleaseError(f"--out {out} is inside the repository: write the release outside the instructor's copy")
-    problem = place_problem(out)
+    problem = out_problem(out)
     if problem:
-        raise ReleaseError(f"--out {out}: {problem}; choose another --out")
+        raise ReleaseError(problem)
     docs = out / "docs"
     docs.mkdir(parents=True, exist_ok=True)
     for name in STUDENT_PAGES:
