@@ -100,7 +100,7 @@ class _Study:
 
     def __init__(self, model, x, y, batch_size, metric, blocks, output_index, check_blocks=None):
         self.model = model
-        self.forward = Forward(model, blocks)
+        self.forward = Forward(model, blocks, compile_blocks=True)  # the model runs once per plan
         self.output_index = output_index
         first, self.batches = _inputs.first_and_rest(_inputs.batches(x, y, batch_size))
         self.trace = self.forward.run(first[0])  # the order and shapes of the blocks

@@ -110,3 +110,62 @@ def test_keras_hub_transformer_decoders_are_removed_whole():
     for removed, value in zip(deleted["removed"][0], deleted["values"][0]):
         kept = [i for i, name in enumerate(names) if name not in removed]
         assert value == pytest.approx(by_hand(kept), rel=1e-5)
+
+
+class ReadsItsInput(layers.Layer):
+    """A student's layer that reads a value of its input in Python: it runs eagerly, never traced."""
+
+    def call(self, x):
+        scale = 1.0 + 0.1 * float(keras.ops.convert_to_numpy(keras.ops.mean(keras.ops.abs(x))))
+        return keras.ops.tanh(x * scale)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+def test_a_layer_that_cannot_be_traced_is_run_as_it_is_by_the_studies():
+    """On TensorFlow the studies trace each block once (issue 67); a call that cannot be traced runs op by op."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8,))
+    x = layers.Dense(8, name="stem")(inputs)
+    x = ReadsItsInput(name="mixer0")(x)
+    x = Mixer(name="mixer1")(x)
+    x = ReadsItsInput(name="mixer2")(x)
+    model = keras.Model(inputs, layers.Dense(4, name="head")(x))
+    names = ["mixer0", "mixer1", "mixer2"]
+    result = d.lesion(model, VECTORS, LABELS, blocks=names, metric="loss", batch_size=32)
+    assert result["intact"] == pytest.approx(_loss(_chain(model, names, VECTORS, names)), rel=1e-5)
+    for name, value in zip(names, result["lesioned"]):
+        assert value == pytest.approx(_loss(_chain(model, names, VECTORS, [n for n in names if n != name])), rel=1e-5)
+    swapped = d.swap_blocks(model, VECTORS, LABELS, blocks=names, metric="loss", batch_size=32)
+    assert swapped["swapped"][1] == pytest.approx(
+        _loss(_chain(model, names, VECTORS, ["mixer0", "mixer2", "mixer1"])), rel=1e-5)
+
+
+def test_on_tensorflow_the_studies_run_each_block_traced_once():
+    """The studies run the model once per plan; on TensorFlow each block's Python call runs only to trace it."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("only TensorFlow's studies trace the blocks (the other backends run them op by op)")
+
+    class Counted(Mixer):
+        calls = 0
+
+        def call(self, x):
+            Counted.calls += 1
+            return super().call(x)
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8,))
+    x = layers.Dense(8, name="stem")(inputs)
+    for index in range(4):
+        x = Counted(name=f"mixer{index}")(x)
+    model = keras.Model(inputs, layers.Dense(4, name="head")(x))
+    names = [f"mixer{index}" for index in range(4)]
+    before = Counted.calls
+    deleted = d.delete_blocks(model, VECTORS, LABELS, blocks=names, metric="loss", batch_size=32, draws=5)
+    traced = Counted.calls - before
+    assert deleted["mean"][0] == pytest.approx(
+        np.mean([_loss(_chain(model, names, VECTORS, [n for n in names if n not in removed]))
+                 for removed in deleted["removed"][0]]), rel=1e-5)
+    plans = sum(len(draws) for draws in deleted["removed"])  # each plan runs the blocks after its first removal
+    assert plans >= 10 and traced <= 2 * len(names), (plans, traced)
