@@ -18,17 +18,26 @@ class HalfBuilt:
 
 
 def test_an_unraisable_after_a_taken_interruption_prints_nothing(capsys):
-    before = sys.unraisablehook
+    before = sys.unraisablehook  # pytest's; or already the quiet one, where a test before took an interruption
+    seen = []
+
+    def recording(unraisable):
+        seen.append(unraisable.exc_type)
+
+    sys.unraisablehook = recording
     try:
         with command.signals_as_interruptions():
             command.take_interruption()
-        assert sys.unraisablehook is not before  # the quiet one, until the process ends
+        assert sys.unraisablehook is not recording  # the quiet one, until the process ends
         half = HalfBuilt()
         del half  # its __del__ raises: the hook in place takes it
-        assert capsys.readouterr().err == ""
-        sys.unraisablehook = before
+        assert capsys.readouterr().err == "" and seen == []
+        sys.unraisablehook = recording
         with command.signals_as_interruptions():
             pass  # no interruption taken: the hook before comes back
-        assert sys.unraisablehook is before
+        assert sys.unraisablehook is recording
+        half = HalfBuilt()
+        del half
+        assert seen == [AttributeError]
     finally:
         sys.unraisablehook = before
