@@ -72,10 +72,10 @@ def reference_index(_=None):
     for folder in sorted(path for path in REFERENCE.iterdir() if (path / "reference.json").is_file()):
         about = json.loads((folder / "reference.json").read_text())
         # A run made beside other work says so in its note: its wall time is then no timing.
-        time = f"{about['seconds'] / 60:.1f} min" + (" (not quiet: see its reference.json)" if "no timing" in
-                                                       about.get("note", "") else "")
+        duration = f"{about['seconds'] / 60:.1f} min" + (" (not quiet: see its reference.json)" if "no timing" in
+                                                           about.get("note", "") else "")
         rows.append(f"| [{folder.name}]({folder.name}/summary.md) | {about['data']} | `{about['command']}` | "
-                    f"{time} | [summary.md]({folder.name}/summary.md) |")
+                    f"{duration} | [summary.md]({folder.name}/summary.md) |")
     return "\n".join(rows)
 
 

@@ -195,9 +195,9 @@ def trace(function):
 
     traced = tf.function(function, autograph=False)
 
-    def run(*args):
+    def run(*args, **kwargs):
         with _quiet_tensorflow_logger():
-            return traced(*args)
+            return traced(*args, **kwargs)
 
     return run
 

@@ -35,7 +35,7 @@ import contextlib
 import keras
 from keras import ops
 
-from residual_keras.diagnostics._autodiff import _quiet_tensorflow_logger
+from residual_keras.diagnostics._autodiff import trace
 from residual_keras.diagnostics._block_search import resolve_blocks
 
 
@@ -270,23 +270,18 @@ class Forward:
 
 
 def _traced(original):
-    """`original` as a `tf.function`; op by op from the first call that cannot be traced.
+    """`original` traced (`_autodiff.trace`); op by op from the first call that cannot be traced.
 
     A block whose call TensorFlow cannot trace (Python that reads a tensor's
     value, say) runs as it is, and raises its own error if it has one.
-    TensorFlow's warning about functions traced anew is kept quiet: each
-    study traces each block once, by design.
     """
-    import tensorflow as tf
-
-    traced = tf.function(lambda *args, **kwargs: original(*args, **kwargs), reduce_retracing=True)
+    traced = trace(original)
     works = [True]
 
     def call(*args, **kwargs):
         if works[0]:
             try:
-                with _quiet_tensorflow_logger():
-                    return traced(*args, **kwargs)
+                return traced(*args, **kwargs)
             except Exception:  # noqa: BLE001 (the call below raises the block's own error, if any)
                 works[0] = False
         return original(*args, **kwargs)
