@@ -10,6 +10,10 @@ line per problem, [] when there is none:
 - an axes with data whose x or y axis (and z, in 3-D) has no label;
 - an empty axes: no line, bar, image or filled area, and no text.
 
+`hidden_points(figure)` lists the data points (markers, scatter dots) that
+a legend drawn inside a panel covers: a legend may sit over empty space or
+a line, never over a measurement.
+
 Used by tests/library/test_plots_legible.py (every function of
 residual_keras.plots) and tests/tracks/test_report_figures.py (the figures the
 tracks draw themselves).
@@ -20,6 +24,8 @@ import matplotlib
 matplotlib.use("Agg")  # before anything imports pyplot
 
 from unittest import mock  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
@@ -84,6 +90,47 @@ def legibility_problems(figure, name="figure"):
         for axis, label in labels.items():
             if not label.strip():
                 problems.append(f"{name}: the panel {axes.get_title()[:40]!r} has no {axis}-axis label")
+    return problems
+
+
+def _points(axes):
+    """Every marker and scatter dot of `axes`, in display coordinates (after a draw)."""
+    points = []
+    for line in axes.get_lines():
+        if line.get_visible() and line.get_marker() not in (None, "", "None", " ") and len(line.get_xdata()):
+            xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float),
+                                  np.asarray(line.get_ydata(), dtype=float)])
+            points.append(line.get_transform().transform(xy))
+    for collection in axes.collections:
+        offsets = np.asarray(collection.get_offsets(), dtype=float)
+        if collection.get_visible() and offsets.size:
+            points.append(collection.get_offset_transform().transform(offsets))
+    if not points:
+        return np.zeros((0, 2))
+    points = np.concatenate(points)
+    return points[np.all(np.isfinite(points), axis=1)]
+
+
+def hidden_points(figure, name="figure"):
+    """One line per panel whose legend, drawn inside the panel, covers a data point; [] when none does."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    problems = []
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        panel = axes.get_window_extent(renderer)
+        if box.x1 <= panel.x0 or box.x0 >= panel.x1 or box.y1 <= panel.y0 or box.y0 >= panel.y1:
+            continue  # outside the panel: it covers nothing
+        points = _points(axes)
+        inside = ((points[:, 0] > box.x0) & (points[:, 0] < box.x1) & (points[:, 1] > box.y0)
+                  & (points[:, 1] < box.y1))
+        if inside.any():
+            problems.append(f"{name}: the legend of {axes.get_title()[:40]!r} covers {int(inside.sum())} "
+                            f"data point(s)")
     return problems
 
 

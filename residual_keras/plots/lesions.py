@@ -88,6 +88,11 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
 
+def _legend_below(axis):
+    """The legend under the panel: a trained net's dots can lie anywhere from 0 to chance, so no corner is free."""
+    axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+
+
 def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
 
@@ -124,7 +129,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
     axis.set_xlabel("blocks removed at random (k)")
     axis.set_ylabel(f"{metric}\n(dots: single draws; line: mean)")
     axis.set_ylim(bottom=0)
-    axis.legend(fontsize="small")
+    _legend_below(axis)
     axis.set_title("delete k blocks", fontsize="medium")
     if show_swaps:
         axis = axes[1]
@@ -143,7 +148,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
         axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
         axis.set_ylabel(metric)
         axis.set_ylim(bottom=0)
-        axis.legend(fontsize="small")
+        _legend_below(axis)
         axis.set_title("swap two adjacent blocks", fontsize="medium")
     return _finish(figure, path)
 

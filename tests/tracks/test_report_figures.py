@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 import pytest
-from figure_checks import legibility_problems
+from figure_checks import hidden_points, legibility_problems
 
 from tracks.common.instrument_report import plot_initialisation
 from tracks.toy.report import plot_boundaries
@@ -45,7 +45,7 @@ def toy_run(depths, variants=("plain", "residual")):
 def test_the_toy_boundaries_are_legible_and_wrap_many_depths(depths, tmp_path):
     figure = plot_boundaries(*toy_run(depths), tmp_path / "b.png", "two spirals, seed 0: 512 points, width 32 "
                              "(quick preset)")
-    assert legibility_problems(figure, "boundaries") == []
+    assert legibility_problems(figure, "boundaries") == [] and hidden_points(figure, "boundaries") == []
     panels = [axes for axes in figure.axes if getattr(axes, "_colorbar", None) is None]
     assert len(panels) == 2 * len(depths)  # one per net, no empty panel where a row is not full
     assert max(len([a for a in panels if round(a.get_position().y1, 2) == round(p.get_position().y1, 2)])
@@ -91,7 +91,7 @@ def test_plot_initialisation_figures_are_legible(tmp_path, monkeypatch):
     plot_initialisation(tmp_path, initialisation_summary(), series, subtitle="a run")
     assert set(figures) == {"gradient_flow", "activation_growth", "layer_gradients", "depth_scaling"}
     for name, figure in figures.items():
-        assert legibility_problems(figure, name) == []
+        assert legibility_problems(figure, name) == [] and hidden_points(figure, name) == []
     (axes,) = figures["gradient_flow"].axes
     lines = [line for line in axes.get_lines() if not line.get_label().startswith("_")]
     np.testing.assert_allclose(lines[0].get_ydata(), [4.0, 2.0, 1.0])  # relative to x_L, as the track draws it
