@@ -394,6 +394,29 @@ def test_check_grades_a_notebook_and_says_what_it_dropped(tmp_path, capsys):
     assert out.count("  note: cell ") == MAGIC_NOTES and "dropped '%pip install --quiet numpy'" in out
 
 
+def test_run_autograder_grades_no_link_a_submission_holds(tmp_path):
+    """A link in a submission could point at any file of the grading machine (here the course's solution): it is
+    named in the output and not graded, as `python -m tracks grade` refuses a class that holds one."""
+    from tracks.exercises import autograder
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "ex5_bounds.py").write_text((SOLUTIONS / "ex5_bounds.py").read_text())
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "ex5_bounds.py").symlink_to(outside / "ex5_bounds.py")
+    (tmp_path / "submission" / "more").symlink_to(outside, target_is_directory=True)
+    config = tmp_path / "autograder.json"
+    config.write_text(json.dumps({"exercises": [5], "points": {}, "visibility": "visible",
+                                  "limits": {"seconds": 120.0, "memory_gb": 4.0, "disk_mb": 256.0}}))
+    assert autograder.run(tmp_path, config) == 0
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert results["score"] == 0 and all(test["score"] == 0 for test in results["tests"])
+    lines = results["output"].splitlines()
+    assert lines[:2] == ["ex5_bounds.py is a link: not graded; hand in the file itself.",
+                         "more/ is a link to a folder: the files in it were not graded; hand them in as files."]
+    assert lines[2].startswith("No .py or .ipynb file was handed in")
+
+
 def test_run_autograder_on_a_machine_that_cannot_set_the_limits_fails_as_the_graders_fault(tmp_path, monkeypatch):
     """A container whose hard rlimits are below the autograder's limits: the platform gets a results.json
     that says the autograder failed, not a zero the student would take for a wrong answer."""

@@ -6,7 +6,8 @@ The zip (Gradescope's layout, docs/grading.md "On Gradescope") holds:
   dependencies;
 - run_autograder: run for each submission: grades every .py and .ipynb in
   $ROOT/submission/ with the same isolation as `python -m tracks grade`
-  and writes $ROOT/results/results.json;
+  and writes $ROOT/results/results.json (a link is not followed: its
+  output names it, ungraded);
 - autograder.json: the exercises graded and the points of their checks;
 - the wheel of this version (residual_keras-<version>-py3-none-any.whl).
 
@@ -243,9 +244,16 @@ def results(reports, config, seed, seconds):
             "stdout_visibility": config.get("stdout_visibility", "hidden"), "tests": tests}
 
 
+def _link_line(link, submission):
+    name = link.relative_to(submission)
+    if link.is_dir():
+        return f"{name}/ is a link to a folder: the files in it were not graded; hand them in as files.\n"
+    return f"{name} is a link: not graded; hand in the file itself.\n"
+
+
 def run(root, config_path):
     """Grades root/submission/ into root/results/results.json (written whatever happens); 0 when graded."""
-    from tracks.exercises.gradebook import class_files
+    from tracks.exercises.gradebook import class_files, class_links
     from tracks.exercises.grading import grade_files
     from tracks.exercises.sandbox import SubmissionLimits, limits_problem
 
@@ -257,7 +265,10 @@ def run(root, config_path):
     try:
         config = json.loads(pathlib.Path(config_path).read_text())
         submission = root / "submission"
-        files = class_files(submission) if submission.is_dir() else []
+        # A link is not followed: it could point at any file of the grading machine (the grader's own
+        # package, another submission); `python -m tracks grade` refuses a class that holds one.
+        links = class_links(submission) if submission.is_dir() else []
+        files = [path for path in class_files(submission) if not path.is_symlink()] if submission.is_dir() else []
         limits = SubmissionLimits(**config["limits"])
         problem = limits_problem(limits)  # a container whose hard rlimits are lower: never a zero for the student
         if problem:
@@ -271,6 +282,8 @@ def run(root, config_path):
         if not files:
             outcome["output"] = (f"No .py or .ipynb file was handed in (looked in {submission}).\n"
                                  + outcome["output"])
+        if links:
+            outcome["output"] = "".join(_link_line(link, submission) for link in links) + outcome["output"]
         code = 0
     except Exception as error:  # noqa: BLE001  (the platform must get a results.json that says why)
         outcome = {"score": 0.0, "execution_time": round(time.monotonic() - started, 1),
