@@ -92,7 +92,6 @@ def _legend_below(axis):
     """The legend under the panel: a trained net's dots can lie anywhere from 0 to chance, so no corner is free."""
     axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
 
-
 def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
     """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
 

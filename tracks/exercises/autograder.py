@@ -267,8 +267,7 @@ def run(root, config_path):
         submission = root / "submission"
         # A link is not followed: it could point at any file of the grading machine (the grader's own
         # package, another submission); `python -m tracks grade` refuses a class that holds one.
-        links = class_links(submission) if submission.is_dir() else []
-        files = [path for path in class_files(submission) if not path.is_symlink()] if submission.is_dir() else []
+        links, files = (class_links(submission), class_files(submission)) if submission.is_dir() else ([], [])
         limits = SubmissionLimits(**config["limits"])
         problem = limits_problem(limits)  # a container whose hard rlimits are lower: never a zero for the student
         if problem:

@@ -52,15 +52,15 @@ from tracks.exercises.submissions import SUFFIXES, printable
 
 def class_files(folder):
     """Every *.py and *.ipynb under `folder`, recursively, in a stable order (caches and hidden folders, such as
-    Jupyter's .ipynb_checkpoints, left out)."""
+    Jupyter's .ipynb_checkpoints, left out, and every link: `class_links` names those)."""
     return sorted(path for path in pathlib.Path(folder).rglob("*")
-                  if path.suffix in SUFFIXES and path.is_file()
+                  if path.suffix in SUFFIXES and path.is_file() and not path.is_symlink()
                   and not any(part.startswith((".", "__pycache__")) for part in path.relative_to(folder).parts))
 
 
 def class_links(folder):
-    """The links under `folder` that `class_files` would otherwise meet: to a folder (their files were left out
-    unsaid), or named *.py or *.ipynb (graded from whatever they point to: a student's link may point at the
+    """The links under `folder` that `class_files` leaves out: to a folder (rglob does not enter it), or named
+    *.py or *.ipynb (that would be graded from whatever they point to: a student's link may point at the
     course's solutions), sorted; those in hidden folders left out, as `class_files` leaves them."""
     links = []
     for parent, folders, names in os.walk(folder):  # does not follow links to folders
