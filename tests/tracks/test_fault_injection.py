@@ -166,6 +166,54 @@ def test_a_signal_during_a_command_that_writes_no_run_is_one_line(signum, code, 
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def _signal_turned_into(error, signum):
+    """A callable that sends `signum` to this process and, as TensorFlow does when the signal cuts its tracing
+    short (a toy run in CI, 7 December: `ValueError: None values not supported.`), raises `error` instead."""
+
+    def mangled(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler raises in here
+        except KeyboardInterrupt:
+            raise error from None
+        raise AssertionError("the signal never came")
+
+    return mangled
+
+
+@pytest.mark.parametrize("error", [ValueError("None values not supported."),
+                                   SystemError("Objects/listobject.c:338: bad argument to internal function")])
+@pytest.mark.parametrize("signum, code, word", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                                (signal.SIGINT, 130, "interrupted")])
+def test_an_error_a_signal_causes_on_its_way_up_is_that_signal_in_one_line(tmp_path, capsys, monkeypatch,
+                                                                           signum, code, word, error):
+    """Code that a signal cuts short may fail with an error of its own before the signal's exception reaches the
+    command: while the signal is pending, that error is the signal's (one line, its exit code), in a run's
+    command and in one that writes no run alike."""
+    from tracks.common import cli
+    from tracks.toy import experiment
+
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(experiment, "fit_with_backup", _signal_turned_into(error, signum))
+        returned, _, err = run_cli(toy_main, [*TOY_ARGV, "--out", run_dir], capsys)
+    assert (returned, err) == (code, f"{word}; finished epochs and models are kept: continue with "
+                                     f"python -m tracks.toy --resume {run_dir}\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(cli, "compare_command", _signal_turned_into(error, signum))
+        assert run_cli(toy_main, ["compare", "RUN", "REFERENCE"], capsys) == (code, "", f"{word}\n")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_error_with_no_signal_pending_is_left_as_it_is():
+    """The rule above hides no fault of the run's: with no signal received, the error goes on as itself."""
+    from tracks.common.command import errors_of_a_signal, signals_as_interruptions
+
+    with signals_as_interruptions(), pytest.raises(ValueError, match="^a fault of its own$"):
+        with errors_of_a_signal():
+            raise ValueError("a fault of its own")
+
+
 @pytest.mark.slow
 def test_sigterm_and_ctrl_c_at_every_stage_end_in_one_line_and_resume_to_the_same_numbers(tmp_path):
     whole = subprocess.run([sys.executable, str(TESTS / "fault_runner.py"), "toy", "none", *TOY_ARGV,

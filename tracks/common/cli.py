@@ -21,7 +21,8 @@ import functools
 import sys
 
 from tracks.common import seeds
-from tracks.common.command import interruption, run_command, signals_as_interruptions, take_interruption
+from tracks.common.command import (errors_of_a_signal, interruption, run_command, signals_as_interruptions,
+                                   take_interruption)
 from tracks.common.compare import compare_command
 from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
@@ -44,15 +45,16 @@ def main(track, argv=None):
         return fail(str(error))
     with signals_as_interruptions():
         try:
-            if command in track.commands:
-                return track.commands[command](track, rest)
-            if command == "diagnose":
-                return diagnose_command(track, rest, environment)
-            if command == "compare":
-                return compare_command(track, rest)
-            if command == "prefetch":
-                return prefetch_command(track, rest, environment)
-            return train_command(track, argv, environment)
+            with errors_of_a_signal():
+                if command in track.commands:
+                    return track.commands[command](track, rest)
+                if command == "diagnose":
+                    return diagnose_command(track, rest, environment)
+                if command == "compare":
+                    return compare_command(track, rest)
+                if command == "prefetch":
+                    return prefetch_command(track, rest, environment)
+                return train_command(track, argv, environment)
         except KeyboardInterrupt as error:  # a command that writes no run (a run's commands say what was kept)
             take_interruption()
             word, code = interruption(error)

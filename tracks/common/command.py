@@ -73,6 +73,25 @@ def raise_if_interrupted():
         raise Terminated if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def errors_of_a_signal():
+    """An error raised in the block while a signal is pending is raised as that signal's interruption.
+
+    A signal's exception is raised wherever the main thread is, and code
+    that it cuts short may fail on its way up with an error of its own:
+    TensorFlow, interrupted while it traces a function, raises
+    `ValueError("None values not supported.")` or a `SystemError`. That
+    error is the signal's doing, not a fault of the run: the user pressed
+    Ctrl-C, and reads the one line that says so.
+    """
+    try:
+        yield
+    except Exception as error:
+        if _PENDING:
+            raise (Terminated if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt)() from error
+        raise
+
+
 def take_interruption():
     """Marks the pending interruptions handled; from then on the process is ending (exit 130 or 143)."""
     _PENDING.clear()
@@ -141,7 +160,8 @@ def run_command(prog, start, work, *, resumable=True):
             complete or nothing (diagnose): an interrupted or failed one is discarded.
     """
     try:
-        config, run, payload = start()
+        with errors_of_a_signal():
+            config, run, payload = start()
         raise_if_interrupted()
     except KeyboardInterrupt as error:
         take_interruption()
@@ -156,7 +176,8 @@ def run_command(prog, start, work, *, resumable=True):
         return fail(f"out of memory before anything was written ({error or 'no details'}); lower the sizes")
     with run:
         try:
-            code = work(config, run, payload)
+            with errors_of_a_signal():
+                code = work(config, run, payload)
             raise_if_interrupted()  # a Ctrl-C that Python swallowed on the way does not end in exit 0
             return 0 if code is None else code
         except KeyboardInterrupt as error:
@@ -190,5 +211,5 @@ def run_command(prog, start, work, *, resumable=True):
             raise
 
 
-__all__ = ["Terminated", "interruption", "raise_if_interrupted", "run_command", "signals_as_interruptions",
-           "signals_held", "take_interruption"]
+__all__ = ["Terminated", "errors_of_a_signal", "interruption", "raise_if_interrupted", "run_command",
+           "signals_as_interruptions", "signals_held", "take_interruption"]

@@ -32,7 +32,7 @@ import secrets
 import sys
 import tempfile
 
-from tracks.common.command import interruption, signals_as_interruptions, take_interruption
+from tracks.common.command import errors_of_a_signal, interruption, signals_as_interruptions, take_interruption
 from tracks.common.console import fail
 from tracks.common.option_ranges import nearest_existing
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
@@ -298,7 +298,8 @@ def main(argv):
     """`exercises [start N DIR]`, `check FILE... [--json]` or `grade DIR --out OUT` (argv with the command)."""
     with signals_as_interruptions():
         try:
-            return _main(argv[0], argv[1:])
+            with errors_of_a_signal():
+                return _main(argv[0], argv[1:])
         except _Refused as refusal:
             return fail(str(refusal))
         except KeyboardInterrupt as error:  # before any file ran (grade and check handle their own)
