@@ -33,6 +33,11 @@ _ACTIVE = []
 _TAKEN = []
 
 
+def _exception_of(signum):
+    """The exception a signal raises in the main thread: `Terminated` for SIGTERM, KeyboardInterrupt for Ctrl-C."""
+    return Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
 def _interrupt(signum, frame):
     """SIGINT and SIGTERM: remembered, then raised where the main thread is.
 
@@ -45,7 +50,7 @@ def _interrupt(signum, frame):
     pending, and `raise_if_interrupted` raises it again at safe points.
     """
     _PENDING.append(signum)
-    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    raise _exception_of(signum)
 
 
 def _deliver_again(signum):
@@ -70,7 +75,7 @@ def _unraisable_hook(previous):
 def raise_if_interrupted():
     """Raises the pending interruption again, if one was received and swallowed (see `_interrupt`)."""
     if _PENDING:
-        raise Terminated if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt
+        raise _exception_of(_PENDING[-1])
 
 
 @contextlib.contextmanager
@@ -88,7 +93,7 @@ def errors_of_a_signal():
         yield
     except Exception as error:
         if _PENDING:
-            raise (Terminated if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt)() from error
+            raise _exception_of(_PENDING[-1])() from error
         raise
 
 
