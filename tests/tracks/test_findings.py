@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from tracks.common.findings import finding_lines, scientific
@@ -110,6 +111,16 @@ def test_one_block_barely_matters_needs_eighty_percent_above_chance():
     assert not found.holds and "median 37.4%" in found.text and "worst 13.4%" in found.text
 
 
+def test_the_lesion_lines_give_the_median_the_finding_gives():
+    from tracks.vision.report import lesion_lines
+
+    # An even count of removable blocks: the median is the mean of the middle two, in both places.
+    runs = _vision({("residual", 44): 0.3}, extra={("residual", 44): _lesion(0.80, [0.78, 0.70, None, 0.75, 0.60])})
+    assert "median 72.5%" in trained_net.one_block_barely_matters(runs).text
+    assert lesion_lines(runs) == ["- `residual-44`: intact 80.0%; one block removed: median 72.5%, worst 60.0% "
+                                  "(4 of 5 blocks removable)"]
+
+
 def _deletion(intact, means):
     return {"ensemble": {"deletion": {"intact": intact, "num_removed": [1, 2, 4, 8], "mean": means,
                                       "candidates": ["b"] * 19}}, "num_classes": 10}
@@ -134,6 +145,68 @@ def test_deletion_contrast_makes_no_claim_when_a_net_never_left_chance():
     # Just above the line (5 points), the comparison is made again.
     extra[("plain", 56)] = _deletion(0.151, [0.11, 0.10, 0.10, 0.10])
     assert trained_net.deletion_contrast(_vision({("residual", 56): 0.26, ("plain", 56): 0.88}, extra=extra)).holds
+
+
+def test_deletion_contrast_leaves_out_the_k_at_which_both_nets_are_back_at_chance():
+    # The offline quick run, seed 0 (docs/reference/vision-offline-s0): at k = 8 both nets are at chance,
+    # and plain-32's 10.5% against residual-32's 10.4% is noise, not a plain net that degrades less.
+    extra = {("residual", 32): _deletion(0.790, [0.696, 0.413, 0.180, 0.104]),
+             ("plain", 32): _deletion(0.306, [0.116, 0.093, 0.118, 0.105])}
+    found = trained_net.deletion_contrast(_vision({("residual", 32): 0.22, ("plain", 32): 0.70}, extra=extra))
+    assert found.holds and "At k = 8 both nets are back at chance: less than 5.0 points above 10.0%." in found.text
+    assert "at every k where one of them is above chance (1, 2, 4)" in found.text
+    assert "residual-32 69.6%, 41.3%, 18.0%, 10.4%" in found.text  # every k is still shown
+    # One net above chance at a k is a comparison: a residual net broken where its plain twin is not fails.
+    extra[("plain", 32)] = _deletion(0.306, [0.116, 0.093, 0.118, 0.2])
+    found = trained_net.deletion_contrast(_vision({("residual", 32): 0.22, ("plain", 32): 0.70}, extra=extra))
+    assert found.holds is False and "back at chance" not in found.text and "at every k here" in found.text
+    # Both at chance at every k: nothing to compare, so no verdict.
+    extra = {("residual", 32): _deletion(0.790, [0.12, 0.11, 0.10, 0.10]),
+             ("plain", 32): _deletion(0.306, [0.116, 0.093, 0.118, 0.105])}
+    found = trained_net.deletion_contrast(_vision({("residual", 32): 0.22, ("plain", 32): 0.70}, extra=extra))
+    assert found.holds is None and "At k = 1, 2, 4, 8 both nets are back at chance" in found.text
+    # With the number of images recorded, noise is 3 standard errors of chance on them: 4.0 points on 500
+    # images at 10%, so 14.8% with blocks removed is above chance (CIFAR-10's reference run at k = 8).
+    extra = {("residual", 32): _deletion(0.540, [0.497, 0.375, 0.278, 0.148]),
+             ("plain", 32): _deletion(0.400, [0.155, 0.120, 0.097, 0.104])}
+    for study in extra.values():
+        study["ensemble"]["deletion"].update(chance=0.1, images=500)
+    found = trained_net.deletion_contrast(_vision({("residual", 32): 0.45, ("plain", 32): 0.60}, extra=extra))
+    assert found.holds and "back at chance" not in found.text and "at every k:" in found.text
+    extra[("residual", 32)]["ensemble"]["deletion"]["mean"][-1] = 0.139  # 3.9 points above: noise
+    found = trained_net.deletion_contrast(_vision({("residual", 32): 0.45, ("plain", 32): 0.60}, extra=extra))
+    assert ("At k = 8 both nets are back at chance: less than 4.0 points above 10.0%, the largest class's share "
+            "of these test images (3 standard errors on 500 images)." in found.text), found.text
+
+
+def test_chance_is_the_best_constant_guess_on_the_lesion_images_when_the_run_recorded_it():
+    # 50 test images, one class 16% of them: a net stuck on that class scores 16% intact and after any
+    # deletion (the no-normalisation preset on the synthetic set). With chance taken as 1 in 10 it
+    # looked like a net that learnt something and keeps all of it.
+    stuck = {**_deletion(0.16, [0.16, 0.16, 0.16, 0.14]), "lesion": {"intact": 0.16, "lesioned": [0.16, 0.14],
+                                                                     "chance": 0.16}}
+    stuck["ensemble"]["deletion"]["chance"] = 0.16
+    trained = _deletion(0.38, [0.396, 0.34, 0.276, 0.194])
+    trained["ensemble"]["deletion"]["chance"] = 0.16
+    runs = _vision({("residual", 56): 0.6, ("plain", 56): 0.9}, extra={("residual", 56): trained, ("plain", 56): stuck})
+    found = trained_net.deletion_contrast(runs)
+    assert found.holds is None and "plain-56 never left chance (16.0%, the largest class's share" in found.text
+    lesioned = trained_net.one_block_barely_matters(runs, variant="plain")
+    assert lesioned.holds is None and "plain-56 never left chance (16.0%" in lesioned.text
+    assert "median 15.0%" in lesioned.text
+    # A run recorded before chance was: one in num_classes, as before.
+    del stuck["ensemble"]["deletion"]["chance"], stuck["lesion"]["chance"]
+    runs = _vision({("residual", 56): 0.6, ("plain", 56): 0.9}, extra={("residual", 56): trained, ("plain", 56): stuck})
+    assert trained_net.one_block_barely_matters(runs, variant="plain").holds
+
+
+def test_chance_on_labels_is_the_largest_class_share():
+    from tracks.vision.experiment import chance_on
+
+    assert chance_on(np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])) == 0.1
+    assert chance_on(np.array([[3], [3], [1], [0]])) == 0.5  # labels of shape (n, 1)
+    assert chance_on(np.array([7] * 3 + [2])) == 0.75  # classes absent from the images do not count
+    assert chance_on(np.array([], dtype=int)) is None
 
 
 def test_short_paths_from_the_gradient_share():

@@ -111,6 +111,9 @@ def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     assert "--lesion-images: the preset's 100 is more than the 16 test images of folder:" in out
     assert json.loads((tmp_path / "run" / "config.json").read_text())["lesion_images"] == 16
     results = _check_run(tmp_path / "run", depths=(8,), curve="test")  # 16 test images < 128
+    # Chance on the lesion images, recorded with each study: 8 cats and 8 dogs, so a constant guess scores 50%.
+    for model in results["models"]:
+        assert model["lesion"]["chance"] == model["ensemble"]["deletion"]["chance"] == 0.5, model["id"]
     # No landscape asked for: none drawn, and summary.md does not explain a figure it lacks.
     assert not (tmp_path / "run" / "loss_landscape.png").exists()
     assert "landscape" not in (tmp_path / "run" / "summary.md").read_text().lower()

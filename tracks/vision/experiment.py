@@ -132,11 +132,22 @@ def instrument_batch(ctx):
     return data.normalize(data.x_train[indices]), data.y_train[indices]
 
 
+def chance_on(labels):
+    """The accuracy of the best constant guess on these labels (its largest class's share): what a net
+    that learnt nothing can score on them. A few hundred test images are rarely balanced, and a net
+    stuck at one class scores that class's share, which can lie well above one in `num_classes`."""
+    import numpy as np
+
+    labels = np.asarray(labels).reshape(-1).astype(int)
+    return float(np.bincount(labels).max() / len(labels)) if len(labels) else None
+
+
 def lesion_study(model, data, num_images, seed=0):
-    """Veit et al. 2016: test accuracy with each single block removed."""
+    """Veit et al. 2016: test accuracy with each single block removed (with `chance` on those `images`)."""
     indices = sample_indices(len(data.y_test), num_images, seed)
     x, y = data.x_test[indices], data.y_test[indices]
-    return jsonable(diagnostics.lesion(model, (data.normalize(x), y), metric="accuracy", batch_size=250))
+    study = diagnostics.lesion(model, (data.normalize(x), y), metric="accuracy", batch_size=250)
+    return jsonable({**study, "chance": chance_on(y), "images": len(y)})
 
 
 # Random sets of blocks removed per k, and test images whose gradient is split by path length.
@@ -154,8 +165,9 @@ def ensemble_study(model, data, num_images, seed=0, plain=False):
     """
     indices = sample_indices(len(data.y_test), num_images, seed)
     x, y = data.normalize(data.x_test[indices]), data.y_test[indices]
+    deletion = diagnostics.delete_blocks(model, (x, y), draws=DELETION_DRAWS, batch_size=250, seed=seed)
     study = {
-        "deletion": diagnostics.delete_blocks(model, (x, y), draws=DELETION_DRAWS, batch_size=250, seed=seed),
+        "deletion": {**deletion, "chance": chance_on(y), "images": len(y)},
         "swaps": diagnostics.swap_blocks(model, (x, y), batch_size=250),
     }
     if not plain:  # a plain network has one path

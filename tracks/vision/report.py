@@ -13,6 +13,8 @@
 - summary.md: the table of results, the figures, and how to read them.
 """
 
+import statistics
+
 from residual_keras import plots
 from tracks.common.instrument_report import initialisation_table, instrument_figures, instrument_notes
 from tracks.vision.data.loading import dataset_title
@@ -188,7 +190,8 @@ def plot_landscape(config, results, directory, banner=None, subtitle=None):
 
 
 def lesion_lines(results):
-    """One line per trained model: intact accuracy and the worst single-block lesion."""
+    """One line per trained model: intact accuracy, and the median and worst single-block lesion (the median as
+    the finding "One block removed" takes it: of an even count, the mean of the middle two)."""
     lines = []
     for entry in results.models:
         study = entry.lesion
@@ -198,7 +201,7 @@ def lesion_lines(results):
         if removable:
             lines.append(
                 f"- `{entry.id}`: intact {100 * study['intact']:.1f}%; one block removed: "
-                f"median {100 * sorted(removable)[len(removable) // 2]:.1f}%, worst "
+                f"median {100 * statistics.median(removable):.1f}%, worst "
                 f"{100 * min(removable):.1f}% ({len(removable)} of {len(study['lesioned'])} blocks removable)"
             )
     return lines

@@ -4,7 +4,12 @@ experiment.py takes the deepest trained nets apart; these sentences read
 what it recorded. Thresholds, stated once:
 - Veit et al.: with one block removed, a residual net keeps at least
   `KEEPS_SHARE` of its accuracy above chance ("barely changes"); removing
-  blocks hurts the plain twin more at every k;
+  blocks hurts the plain twin more at every k where either net is above
+  chance. Chance is the best constant guess on the test images the studies
+  use (their largest class's share). A trained net less than
+  `LEARNT_ABOVE_CHANCE` above it never left chance: no claim about it. A
+  net with blocks removed less than `NOISE_ERRORS` standard errors above it
+  is back at chance, and a k at which both nets are is not compared;
 - short paths: the gradient-weighted mean path length is below the mean
   path length n/2;
 - the loss landscape (Li et al. 2018): the residual net's plane is the
@@ -12,6 +17,8 @@ what it recorded. Thresholds, stated once:
 
 Each claim gives its margin, as findings.py's do.
 """
+
+import math
 
 import numpy as np
 
@@ -22,8 +29,33 @@ KEEPS_SHARE = 0.8
 
 # A net whose accuracy is less than this above chance has learnt nearly nothing ("never left
 # chance"): its lesions measure noise (500 lesion images give a standard error of 1.3 points at
-# 10% accuracy), and an epoch of its training curve is still at chance.
+# 10% accuracy), and an epoch of its training curve is still at chance. The same line says when a
+# net with blocks removed is back at chance.
 LEARNT_ABOVE_CHANCE = 0.05
+
+
+def _chance(study, entry):
+    """Chance on a study's test images: the best constant guess on them, as the run recorded it
+    (experiment.chance_on), or one in `num_classes` for a run recorded before it did."""
+    return study.get("chance") or chance_accuracy(entry.num_classes)
+
+
+# An accuracy less than this many standard errors above chance is noise: a net with blocks removed that
+# scores no more is back at chance. The standard error is a chance-level accuracy's on the study's images.
+NOISE_ERRORS = 3
+
+
+def _noise(study, chance):
+    """How far above chance an accuracy on the study's images can lie by noise alone: `NOISE_ERRORS` standard
+    errors of a chance-level accuracy on them, or `LEARNT_ABOVE_CHANCE` for a run that did not record how many."""
+    images = study.get("images")
+    return NOISE_ERRORS * math.sqrt(chance * (1 - chance) / images) if images else LEARNT_ABOVE_CHANCE
+
+
+def _chance_text(study, chance):
+    if study.get("chance"):
+        return f"{percent(chance)}, the largest class's share of these test images"
+    return percent(chance)
 
 
 def _deepest_study(results, variant, key):
@@ -45,17 +77,24 @@ def one_block_barely_matters(results, variant="residual"):
     if not entries:
         return None
     entry = max(entries, key=lambda m: m.depth)
-    study, chance = entry.lesion, chance_accuracy(entry.num_classes)
+    study = entry.lesion
+    chance = _chance(study, entry)
     removable = [value for value in study["lesioned"] if value is not None]
     if not removable:
         return None
     median = float(np.median(removable))
+    measured = (f"test accuracy {percent(study['intact'])} intact; with one block removed median {percent(median)}, "
+                f"worst {percent(min(removable))}")
+    if study["intact"] < chance + LEARNT_ABOVE_CHANCE:  # nothing learnt, nothing to lose: no claim
+        return Finding(
+            f"One block removed ({entry.id})", None,
+            f"{measured}. {entry.id} never left chance ({_chance_text(study, chance)}), so it has nothing "
+            "to lose and its lesions say nothing about Veit et al.'s claim.")
     kept = _kept(median, study["intact"], chance)
     holds = kept >= KEEPS_SHARE
     return Finding(
         f"One block removed ({entry.id})", holds,
-        f"test accuracy {percent(study['intact'])} intact; with one block removed median {percent(median)}, "
-        f"worst {percent(min(removable))}: the median keeps {100 * kept:.0f}% of the accuracy above chance "
+        f"{measured}: the median keeps {100 * kept:.0f}% of the accuracy above chance "
         + (f"(at least {100 * KEEPS_SHARE:.0f}%: barely changed, as Veit et al. found)." if holds else
            f"(below {100 * KEEPS_SHARE:.0f}%: this net depends on single blocks more than Veit et al.'s "
            "fully trained ResNet-110 did)."),
@@ -69,37 +108,51 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
     plain_entry, theirs = _deepest_study(results, PLAIN_TWIN.get(variant), "deletion")
     if ours is None or theirs is None or entry.depth != plain_entry.depth:
         return None
-    chance = chance_accuracy(entry.num_classes)
     shown = [k for k in ks if k in ours["num_removed"] and k in theirs["num_removed"]]
     if not shown:
         return None
+    nets = [(entry, ours, _chance(ours, entry)), (plain_entry, theirs, _chance(theirs, plain_entry))]
 
     def at(study, k):
         return study["mean"][study["num_removed"].index(k)]
 
-    def row(study, label):
+    def row(model, study, _):
         values = ", ".join(f"{percent(at(study, k))}" for k in shown)
-        return f"{label} {values} (intact {percent(study['intact'])})"
+        return f"{model.id} {values} (intact {percent(study['intact'])})"
 
-    untrained = [e.id for e, study in ((entry, ours), (plain_entry, theirs))
-                 if study["intact"] < chance + LEARNT_ABOVE_CHANCE]
+    def kept(k):  # (ours, theirs): the share of each net's accuracy above chance left with k blocks removed
+        return [_kept(at(study, k), study["intact"], chance) for _, study, chance in nets]
+
+    title = f"Removing k blocks at once (depth {entry.depth})"
+    measured = (f"test accuracy with k = {', '.join(map(str, shown))} of {len(ours['candidates'])} same-shape "
+                f"blocks removed (mean of the draws): {'; '.join(row(*net) for net in nets)}.")
+    chance_text = _chance_text(ours, nets[0][2])
+    untrained = [model.id for model, study, chance in nets if study["intact"] < chance + LEARNT_ABOVE_CHANCE]
     if untrained:  # a net at chance has nothing to lose: its share kept is noise, so no claim
         return Finding(
-            f"Removing k blocks at once (depth {entry.depth})", None,
-            f"test accuracy with k = {', '.join(map(str, shown))} blocks removed: {row(ours, entry.id)}; "
-            f"{row(theirs, plain_entry.id)}. {' and '.join(untrained)} never left chance "
-            f"({percent(chance)}), so it has nothing to lose and the two cannot be compared here.",
+            title, None,
+            f"{measured} {' and '.join(untrained)} never left chance ({chance_text}), so it has nothing to "
+            "lose and the two cannot be compared here.",
         )
-    holds = all(_kept(at(ours, k), ours["intact"], chance) > _kept(at(theirs, k), theirs["intact"], chance)
-                for k in shown)
+    # Where both nets are back at chance, what each has left is noise: there is nothing to compare.
+    broken = [k for k in shown if all(at(study, k) < chance + _noise(study, chance) for _, study, chance in nets)]
+    compared = [k for k in shown if k not in broken]
+    if broken:
+        errors = f" ({NOISE_ERRORS} standard errors on {ours['images']} images)" if ours.get("images") else ""
+        measured += (f" At k = {', '.join(map(str, broken))} both nets are back at chance: less than "
+                     f"{100 * _noise(ours, nets[0][2]):.1f} points above {chance_text}{errors}. Nothing is left "
+                     "to compare there.")
+    if not compared:
+        return Finding(title, None, measured)
+    every = f"at every k where one of them is above chance ({', '.join(map(str, compared))})" if broken else \
+        "at every k"
+    holds = all(residual > plain for residual, plain in map(kept, compared))
     return Finding(
-        f"Removing k blocks at once (depth {entry.depth})", holds,
-        f"test accuracy with k = {', '.join(map(str, shown))} of {len(ours['candidates'])} same-shape blocks "
-        f"removed (mean of the draws): {row(ours, entry.id)}; {row(theirs, plain_entry.id)}. "
-        + ("The residual net keeps more of its accuracy at every k: it degrades smoothly, the plain net breaks."
-           if holds else "The residual net does not keep more of its accuracy at every k here."),
-        margin=min(_kept(at(ours, k), ours["intact"], chance) - _kept(at(theirs, k), theirs["intact"], chance)
-                   for k in shown),
+        title, holds,
+        f"{measured} "
+        + (f"The residual net keeps more of its accuracy {every}: it degrades smoothly, the plain net breaks."
+           if holds else f"The residual net does not keep more of its accuracy {every} here."),
+        margin=min(residual - plain for residual, plain in map(kept, compared)),
     )
 
 
