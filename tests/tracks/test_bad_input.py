@@ -56,6 +56,10 @@ CASES = [
     (V, ["--train-size", "0", *OUT], {}, "--train-size must be >= 1"),
     (V, ["--preset", "paper", *OUT], NO_GPU, "more than a day: lower the sizes, or add --force"),
     (V, ["--resume", "no-such-run"], {}, "--resume no-such-run: no such directory"),
+    (T, ["--resume="], {}, "argument --resume: '' names no run directory"),  # not "no --resume": a new run
+    (L, ["--resume", " "], {}, "argument --resume: ' ' names no run directory"),
+    (V, ["--resume", "notes/ideas.txt"], {}, "--resume notes/ideas.txt: a file, not a run directory"),
+    (L, ["--sample-chars", "4294967296", *OUT], {}, "--sample-chars must be at most 100,000"),
     (V, ["--resume", "empty-run", "--epochs", "3"], {}, "--epochs cannot change there"),
     (V, ["--resume", "empty-run", *OUT], {}, "--out and --resume cannot be combined"),
     (L, ["--num-heads", "0", *OUT], {}, "--num-heads must be >= 1, got 0"),
@@ -106,7 +110,12 @@ CASES = [
     (V, ["compare", "vision-run"], {}, "the following arguments are required: reference"),
     (T, ["prefetch"], {}, "python -m tracks.toy makes its data itself: there is nothing to download"),
     (V, ["prefetch", "--bogus"], {}, "unrecognized arguments: --bogus"),
-    (L, ["sample", "not-a-run"], {}, "not-a-run has no best_model.keras and vocab.json"),
+    (V, ["prefetch", "--data-dir", "notes/ideas.txt"], {}, "--data-dir 'notes/ideas.txt' names no folder to keep cifar10"),
+    (L, ["prefetch", "--data-dir", ""], {}, "--data-dir '' names no folder to keep tiny_shakespeare"),
+    (V, ["--data-dir", "notes/ideas.txt", *OUT], {}, "--data-dir 'notes/ideas.txt' names no folder for the data sets"),
+    (L, ["--data-dir", " ", *OUT], {}, "--data-dir ' ' names no folder for the data sets"),
+    (L, ["sample", "not-a-run"], {}, "not-a-run has no best_model.keras: not a finished language run"),
+    (L, ["sample", "lm-run"], {}, "lm-run has best_model.keras but no vocab.json"),
     (L, ["sample", "not-a-run", "--temperature", "-1"], {}, "--temperature must be >= 0 (0 = greedy), got -1.0"),
     (L, ["sample", "not-a-run", "--seed", "4294967296"], {}, "--seed must be in 0..4294967295"),
     (L, ["sample", "not-a-run", "--num-chars", "10" + "0" * 29], {}, "--num-chars must be in 0..100,000, got 1"),
@@ -127,6 +136,7 @@ CASES = [
     (L, ["--out", "junk.keras/sub"], {}, "junk.keras is a file, not a directory"),
     (T, ["--out", ""], {}, "--out '' names no directory"),
     (T, ["diagnose", "--out", ""], {}, "--out '' names no directory"),
+    (V, ["--out", " "], {}, "--out ' ' names no directory"),
     (V, ["diagnose", "--out", "vision-run"], {}, "choose another --out (diagnose always writes a new directory)"),
     (L, ["diagnose", "--out", "notes.keras"], {}, "--out notes.keras is a file, not a directory"),
     (T, ["--out", "notes"], {}, "notes already exists and is not empty; choose another --out"),
@@ -163,6 +173,8 @@ def _fixtures(folder):
         (folder / name / "results.json").write_text(json.dumps({"track": track, "models": models}))
         (folder / name / "config.json").write_text(json.dumps({"track": track, "preset": "smoke", "seed": 0}))
     (folder / "not-a-run").mkdir()
+    (folder / "lm-run").mkdir()  # its vocab.json lost
+    (folder / "lm-run" / "best_model.keras").write_text("refused before it is read\n")
     (folder / "notes").mkdir()
     (folder / "notes" / "ideas.txt").write_text("not a run\n")
     (folder / "junk.keras").write_text("not a model\n")

@@ -162,7 +162,7 @@ def test_text_file_errors_name_the_path_and_sizes(tmp_path):
     with pytest.raises(ValueError, match=rf"{latin1} is not UTF-8 text: byte 7 of 11"):
         load_text_data(f"text:{latin1}")
     short = tmp_path / "short.txt"
-    short.write_text("x" * 50, encoding="utf-8")
+    short.write_text("xy" * 25, encoding="utf-8")
     with pytest.raises(ValueError) as error:
         load_text_data(f"text:{short}", sequence_length=10)
     message = str(error.value)

@@ -142,6 +142,7 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
         (["--instrument-sequences", "0"], "--instrument-sequences must be >= 1, got 0"),
         (["--seed", "-1"], "--seed must be in 0..4294967295 (NumPy's 32-bit seeds), got -1"),
         (["--sample-chars", "-1"], "--sample-chars must be >= 1, got -1"),
+        (["--sample-chars", "4294967296"], "--sample-chars must be at most 100,000, got 4,294,967,296"),
         (["--beta2", "2"], "--beta2 must be in [0, 1), got 2.0"),
         (["--grad-clip", "-1"], "--grad-clip must be >= 0 (0 = off), got -1.0"),
         (["--weight-decay", "-1"], "--weight-decay must be >= 0, got -1.0"),
@@ -155,6 +156,15 @@ def test_a_diverging_model_is_a_result(tmp_path, capsys):
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert_refused_in_one_line(main, SMOKE + extra, tmp_path / "run", capsys, message)
+
+
+def test_a_text_of_one_character_is_refused_before_anything_is_written(tmp_path, capsys):
+    # Its model would have one output: nothing to predict, and Keras' loss refuses the shape mid-training.
+    for text in ("a" * 5000, "a" * 4500 + "ab" * 250):  # the second has its "b"s in the validation part only
+        (tmp_path / "one.txt").write_text(text)
+        assert_refused_in_one_line(main, SMOKE + ["--data", f"text:{tmp_path / 'one.txt'}"], tmp_path / "run",
+                                   capsys, "has 1 distinct character in its training part ('a'): a character "
+                                           "model needs at least 2")
 
 
 def test_resume_refuses_a_vision_run_and_sample_refuses_an_unfinished_one(tmp_path, capsys):

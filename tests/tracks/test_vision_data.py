@@ -384,6 +384,14 @@ def test_auto_falls_back_to_synthetic_fast_with_a_banner_when_offline(tmp_path, 
     assert any(data.banner in line and "!!!!" in line for line in lines)
 
 
+def test_prefetch_offline_says_so_in_one_line_on_stderr_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "unavailable")
+    assert tfds_source.prefetch("cifar10", "example.org", str(tmp_path), log=print) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: cannot download cifar10: example.org")
+    assert list(tmp_path.iterdir()) == []  # nothing downloaded, nothing written
+
+
 def test_cifar10_requested_but_unavailable_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "unavailable")
     with pytest.raises(ValueError) as error:

@@ -105,6 +105,12 @@ def test_smoke_run_on_an_image_folder(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1, err
     assert "--lesion-images 17 is more than the 16 test images of folder:" in err
     assert not (tmp_path / "run").exists()
+    # A run directory inside the images' train/ or test/ would be read as a class by the next run: refused.
+    for inside in (tmp_path / "images" / "train" / "run", tmp_path / "images" / "test" / "cat" / "run"):
+        before = snapshot(tmp_path / "images")
+        code, _, err = run_cli(main, [*argv[:-2], "--out", inside], capsys)
+        assert code == 2 and err.count("\n") == 1 and "would be inside" in err and "give an --out outside it" in err
+        assert snapshot(tmp_path / "images") == before
     # The preset's 100 is lowered to the 16 there are, with a line saying so.
     code, out, err = run_cli(main, argv, capsys)
     assert code == 0, err

@@ -18,6 +18,7 @@ and SIGTERM), given plain functions: how the run starts
 """
 
 import functools
+import os
 import sys
 
 from tracks.common import seeds
@@ -120,6 +121,8 @@ def prefetch_command(track, argv, environment):
     parser.add_argument("--data-dir", default=None,
                         help="TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
     args = parser.parse_args(argv)
+    if args.data_dir is not None and (not args.data_dir.strip() or os.path.isfile(args.data_dir)):
+        return fail(f"--data-dir {args.data_dir!r} names no folder to keep {dataset} in; give a folder's path")
     configure_process(environment)
     return prefetch(dataset, host, args.data_dir, log=log)
 

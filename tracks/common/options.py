@@ -111,7 +111,7 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
         help="run even when the estimate from the config exceeds this machine (more memory than it has, "
              "or more than a day on a CPU), which is otherwise refused with the estimate")
     parser.add_argument(
-        "--resume", default=None, metavar="RUN_DIR",
+        "--resume", default=None, metavar="RUN_DIR", type=_run_directory_name,
         help="continue an interrupted run: finished models are skipped, the one in training "
              "resumes from its last epoch; the run's own config.json is used (of the other "
              f"options only {', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given)",
@@ -119,6 +119,13 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     add_config_options(parser, config_cls)
     parser.setup_preset_help(config_cls, presets)
     return parser
+
+
+def _run_directory_name(text):
+    """--resume's value: a name (an empty one would read as "no --resume" and start a new run)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} names no run directory; give the folder of the run to continue")
+    return text
 
 
 def package_version():

@@ -13,6 +13,7 @@ the data must be those the run was trained on.
 
 import dataclasses
 import os
+import pathlib
 from typing import Any, Optional
 
 from tracks.common.config import ConfigError, config_from_args, given_options, option_name
@@ -110,15 +111,37 @@ def check_run(track, args, run_name=None, reuse_hint=None):
         except ValueError as error:
             raise ConfigError(str(error)) from None
         check_strategy(config.strategy)
+        refuse_data_dir_not_a_folder(getattr(config, "data_dir", None))
         if str(config.data).startswith("folder:"):
             check_cache_directory()
         if checked.run is None:
             RunDirectory.check_new(args.out, *([reuse_hint] if reuse_hint else []))
+            refuse_out_inside_data(args.out, config.data)
             refuse_too_large(track, config, getattr(args, "force", False))
     except BaseException:
         checked.release()
         raise
     return dataclasses.replace(checked, config=config, reuse_hint=reuse_hint)
+
+
+def refuse_data_dir_not_a_folder(data_dir):
+    """`ConfigError` for a `--data-dir` that names a file or nothing (`--data auto` would fall back to its offline
+    data set without a word on why). A folder that does not exist yet is fine: a download makes it."""
+    if data_dir is not None and (not data_dir.strip() or os.path.isfile(os.path.expanduser(data_dir))):
+        raise ConfigError(f"--data-dir {data_dir!r} names no folder for the data sets; give a folder's path")
+
+
+def refuse_out_inside_data(out, data):
+    """`ConfigError` for a run directory inside the images it trains on (`--data folder:`, its train/ or test/): the
+    next run on them would read the run's folder as a class. `out` None: the default, under runs/ here."""
+    if not str(data).startswith("folder:"):
+        return
+    folder = pathlib.Path(str(data)[len("folder:"):]).expanduser().resolve()
+    where = pathlib.Path("runs" if out is None else out).expanduser().resolve()
+    for split in (folder / "train", folder / "test"):
+        if where == split or split in where.parents:
+            raise ConfigError(f"the run directory {where} would be inside {split}, part of the image folder it reads "
+                              "(--data): the next run on it would read the run as a class; give an --out outside it")
 
 
 def refuse_too_large(track, config, force):

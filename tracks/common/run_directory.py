@@ -102,7 +102,8 @@ class RunDirectory:
         if out is None:
             return
         if not str(out).strip():
-            raise ConfigError("--out '' names no directory; give one, or leave --out out for a new one under runs/")
+            raise ConfigError(f"--out {str(out)!r} names no directory; give one, or leave --out out for a new one "
+                              "under runs/")
         path = pathlib.Path(out).expanduser()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")
@@ -159,7 +160,8 @@ class RunDirectory:
         """Reopens and locks a run of `track`; returns (run, config, data fingerprint or None)."""
         run = cls(path, track)
         if not run.path.is_dir():
-            raise ConfigError(f"--resume {run.path}: no such directory")
+            what = "a file, not a run directory" if run.path.exists() else "no such directory"
+            raise ConfigError(f"--resume {run.path}: {what}")
         if not run.config_path.is_file():
             raise ConfigError(f"--resume {run.path}: no config.json there, not a run directory")
         data = run._read_config()

@@ -12,6 +12,7 @@ ask `tfds_status` first, which answers within `timeout` seconds:
 import concurrent.futures
 import os
 import socket
+import sys
 
 def data_dir(explicit=None):
     """The TFDS data directory: `explicit`, else $TFDS_DATA_DIR, else tfds' default."""
@@ -74,10 +75,10 @@ def prefetch(name, host, directory=None, log=print):
     if status == "prepared":
         log(f"{name} is already prepared in {directory}")
         return 0
-    if status == "unavailable":
-        log(f"error: cannot download {name}: {host or 'its host'} is unreachable "
-            f"(offline?). Run this where there is network, then copy {directory} here "
-            f"or point --data-dir / TFDS_DATA_DIR at it.")
+    if status == "unavailable":  # not the user's input: exit 1, the line on stderr
+        print(f"error: cannot download {name}: {host or 'its host'} is unreachable "
+              f"(offline?). Run this where there is network, then copy {directory} here "
+              f"or point --data-dir / TFDS_DATA_DIR at it.", file=sys.stderr, flush=True)
         return 1
     log(f"downloading and preparing {name} into {directory} ...")
     tfds.builder(name, data_dir=directory).download_and_prepare()

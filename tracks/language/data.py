@@ -232,7 +232,8 @@ def load_text_data(
             decision at 10 seconds).
 
     Raises:
-        ValueError: a malformed source, a missing/non-UTF-8/too-short file, or
+        ValueError: a malformed source, a missing/non-UTF-8/too-short file, a
+            training part with fewer than 2 distinct characters, or
             an explicit "tiny_shakespeare" that is neither prepared nor
             downloadable (the message says how to get it).
     """
@@ -284,6 +285,9 @@ def load_text_data(
             log(banner)
     _check_long_enough(name, train_text, val_text, sequence_length)
     data = make_text_data(name, train_text, val_text, banner=banner)
+    if data.vocab.size < 2:  # one character always follows: nothing to predict, and no softmax to train
+        raise ValueError(f"{name} has {data.vocab.size} distinct character in its training part "
+                         f"({train_text[:1]!r}): a character model needs at least 2 to choose between")
     log(data.describe())
     if data.unknown_val_chars:
         log(

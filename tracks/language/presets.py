@@ -16,6 +16,8 @@ from tracks.common.option_ranges import (check_counts, check_depths, check_finit
 from tracks.common.config import RuntimeOptions, refuse_repeats
 
 MAX_DEPTH = 96  # Transformer blocks: GPT-3's deepest model has 96
+# Each character is one forward pass of the model; a sample longer than a short book is a typo, not a wish.
+MAX_SAMPLE_CHARS = 100_000
 
 VARIANTS = ("pre", "post", "plain", "rezero")
 VARIANT_HELP = (
@@ -86,7 +88,8 @@ class LanguageConfig(RuntimeOptions):
         default=64, metadata={"help": "validation windows for the lesion studies and the logit lens of each trained model"}
     )
     prompt: str = dataclasses.field(default="\n", metadata={"help": "prompt for the generated samples"})
-    sample_chars: int = dataclasses.field(default=300, metadata={"help": "characters generated per model"})
+    sample_chars: int = dataclasses.field(default=300,
+                                          metadata={"help": "characters generated per model (at most 100,000)"})
     steps_per_execution: int = dataclasses.field(
         default=10, metadata={"help": "training steps per compiled call (fewer Python round trips; "
                                         "measured in benchmarks/NOTES.md)"}
@@ -128,6 +131,8 @@ class LanguageConfig(RuntimeOptions):
         check_counts(self, ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps", "eval_interval",
                             "steps_per_execution", "instrument_sequences", "lesion_sequences", "sample_chars"))
         check_finite_floats(self)
+        if self.sample_chars > MAX_SAMPLE_CHARS:
+            raise ValueError(f"--sample-chars must be at most {MAX_SAMPLE_CHARS:,}, got {self.sample_chars:,}")
         if self.eval_batches is not None and self.eval_batches < 1:
             raise ValueError(f"--eval-batches must be >= 1 (or left out: all), got {self.eval_batches}")
         check_seed("--seed", self.seed)

@@ -9,10 +9,8 @@ from tracks.common.option_ranges import MAX_SEED
 from tracks.common.options import OneLineParser
 from tracks.common.results import ResultsFormatError
 from tracks.common.run_directory import RunFileError, describe_os_error, read_json
+from tracks.language.presets import MAX_SAMPLE_CHARS
 from tracks.language.results import LanguageResults
-
-# Each character is one forward pass of the model; a sample longer than a short book is a typo, not a wish.
-MAX_SAMPLE_CHARS = 100_000
 
 
 def check_prompt(vocab, prompt):
@@ -48,8 +46,11 @@ def sample_command(track, argv):
 
     run_dir = pathlib.Path(args.run_dir)
     model_path, vocab_path = run_dir / "best_model.keras", run_dir / "vocab.json"
-    if not model_path.exists() or not vocab_path.exists():
+    if not model_path.exists():
         return fail(not_sampleable(run_dir, track.prog))
+    if not vocab_path.exists():
+        return fail(f"{run_dir} has best_model.keras but no vocab.json (the characters its ids stand for): "
+                    f"{track.prog} --resume {run_dir} writes it again")
     try:
         vocab = CharVocabulary.load(vocab_path)
     except UnicodeDecodeError:
@@ -86,7 +87,7 @@ def not_sampleable(run_dir, prog):
     """Why a directory without best_model.keras has nothing to sample from."""
     results_path = run_dir / "results.json"
     if not results_path.exists():
-        return f"{run_dir} has no best_model.keras and vocab.json: not a finished language run"
+        return f"{run_dir} has no best_model.keras: not a finished language run"
     try:
         track = read_json(results_path, "").get("track")
     except (RunFileError, AttributeError):
