@@ -185,12 +185,16 @@ def _problem(args):
     """What is wrong with the command line, in one line (nothing is written before it is checked), or None."""
     from tracks.common.option_ranges import check_seed, place_problem
     from tracks.exercises.catalogue import BY_NUMBER
+    from tracks.exercises.cli import limit_problem
 
     unknown = [number for number in args.exercise or () if number not in BY_NUMBER]
     if unknown:
         return f"no exercise {unknown[0]}"
-    if args.jobs < 1 or args.timeout < 1:
-        return "--jobs and --timeout must be >= 1"
+    if args.jobs < 1:
+        return "--jobs must be >= 1"
+    timeout = limit_problem("--timeout", args.timeout)  # the grader's own range, refused before a class is written
+    if timeout:
+        return timeout
     if args.list:
         return None  # nothing is graded: the seeds and --keep are not used
     if not args.seed:
@@ -214,7 +218,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, action="append", help="grade on this seed (repeat for several)")
     parser.add_argument("--exercise", type=int, action="append", help="only this exercise's solution (repeat)")
     parser.add_argument("--jobs", type=int, default=2, help="files graded at a time (default 2)")
-    parser.add_argument("--timeout", type=int, default=60, help="seconds per file (default 60)")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds per file (default 60; the grader's --timeout)")
     parser.add_argument("--equivalents", default=str(EQUIVALENTS), help="the equivalents file")
     parser.add_argument("--keep", help="write the classes and gradebooks here and keep them")
     parser.add_argument("--list", action="store_true", help="list the mutants and their keys; grade nothing")

@@ -128,7 +128,7 @@ CASES = [
     (M, ["exercises", "bogus"], {}, "invalid choice: 'bogus'"),
     (M, ["check", "no-such-solution.py", "--seed", "-5"], {}, "--seed: must be in 0..4294967295"),
     (M, ["grade", "no-such-class", "--out", "new-book"], {}, "no such folder: no-such-class"),
-    (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "0"], {}, "--jobs: must be a finite number above 0, got 0"),
+    (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "0"], {}, "--jobs: must be a whole number >= 1, got '0'"),
     (M, ["grade", "no-such-class", "--out", "new-book", "--timeout", "nan"], {}, "--timeout: must be a finite number above 0, got nan"),
     # Issue 51: every --out form, every variable the package reads, answered before TensorFlow loads.
     (T, ["--out", "junk.keras"], {}, "--out junk.keras is a file, not a directory"),

@@ -154,9 +154,14 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_graded(tmp_path, ca
     broken.write_text("[[equivalent]]\nmutant = 'a key'\n")  # no why
     for argv, message in ((["--exercise", "9", "--seed", "1"], "no exercise 9"),
                           (["--jobs", "0", "--seed", "1"], "must be >= 1"),
+                          (["--timeout", "86401", "--seed", "1", "--keep", str(tmp_path / "kept")],
+                           "argument --timeout: must be at most 86400"),  # the grader's own range
+                          (["--timeout", "1", "--seed", "1", "--keep", str(tmp_path / "kept")],
+                           "argument --timeout: must be at least"),
                           ([], "give --seed S"),
                           (["--seed", "1", "--equivalents", str(tmp_path / "missing.toml")], "No such file"),
                           (["--seed", "1", "--equivalents", str(broken)], "needs a mutant and a why")):
         assert mutants.main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, (argv, err)
+    assert not (tmp_path / "kept").exists()  # nothing written for a grader that would refuse it

@@ -96,7 +96,7 @@ def test_every_link_of_the_release_resolves_inside_it(release):
 
 
 @pytest.mark.parametrize("where, message", [
-    ("inside", "is inside the repository: write the release outside the instructor's copy"),
+    ("inside", "is inside the repository: write it outside the instructor's copy"),
     ("full", "exists and is not an empty folder: choose a new one, or delete it"),
 ])
 def test_release_refuses_a_bad_out_in_one_line(tmp_path, where, message):

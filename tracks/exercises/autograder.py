@@ -115,6 +115,14 @@ def project_root():
     return None
 
 
+def repository_problem(out):
+    """The one line refusing an --out inside the repository (the instructor's copy, solutions and all), or None."""
+    root = project_root()
+    if root is not None and pathlib.Path(out).resolve().is_relative_to(root.resolve()):
+        return f"--out {out} is inside the repository: write it outside the instructor's copy"
+    return None
+
+
 def _record_hash(data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"sha256={digest}"
@@ -163,9 +171,10 @@ def build_wheel(folder):
     raise RuntimeError(f"pip could not build the wheel of {root}: {last}")
 
 
-def build(out, exercises, scores, visibility="visible", stdout_visibility="hidden"):
+def build(out, exercises, scores, visibility="visible", stdout_visibility="hidden", opened=None):
     """Writes the autograder zip `out` for `exercises` with the points of `scores` (a `students.Scores`); its
-    results say `visibility` for the tests and `stdout_visibility` for the output (`VISIBILITY`)."""
+    results say `visibility` for the tests and `stdout_visibility` for the output (`VISIBILITY`). `opened`: a
+    function called once the zip is open, before the wheel is built (a progress line), or None."""
     for name, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
         if value not in VISIBILITY:
             raise ValueError(f"{name} {value!r}: Gradescope's values are {', '.join(VISIBILITY)}")
@@ -174,10 +183,13 @@ def build(out, exercises, scores, visibility="visible", stdout_visibility="hidde
               "points": {str(n): {spec.key: scores.of(n, spec.key) for spec in BY_NUMBER[n].checks
                                   if not spec.optional} for n in exercises},
               "limits": {"seconds": 120.0, "memory_gb": 4.0, "disk_mb": 256.0}}
-    with tempfile.TemporaryDirectory(prefix="autograder-") as folder:
-        wheel = build_wheel(folder)
-        partial = out.with_name(out.name + ".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+    partial = out.with_name(out.name + ".partial")
+    try:  # the zip is opened first: a place it cannot be written is found before the wheel is built
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive, \
+                tempfile.TemporaryDirectory(prefix="autograder-") as folder:
+            if opened is not None:
+                opened()
+            wheel = build_wheel(folder)
             for name, text in (("setup.sh", SETUP.replace("WHEEL", wheel.name)), ("run_autograder", RUN)):
                 entry = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
                 entry.external_attr = 0o100755 << 16  # executable: Gradescope runs both files as they are
@@ -186,6 +198,9 @@ def build(out, exercises, scores, visibility="visible", stdout_visibility="hidde
             archive.writestr(CONFIG, json.dumps(config, indent=1))
             archive.write(wheel, wheel.name)
         os.replace(partial, out)
+    except BaseException:  # a full disk, a wheel that would not build, Ctrl-C: no half-written zip is left
+        partial.unlink(missing_ok=True)
+        raise
     return out
 
 
@@ -305,7 +320,8 @@ def main(argv=None):
     return run(args.root, args.config)
 
 
-__all__ = ["VISIBILITY", "build", "build_wheel", "parse_exercises", "project_root", "results", "run"]
+__all__ = ["VISIBILITY", "build", "build_wheel", "parse_exercises", "project_root", "repository_problem", "results",
+           "run"]
 
 
 if __name__ == "__main__":

@@ -34,11 +34,13 @@ import tempfile
 
 from tracks.common.command import errors_of_a_signal, interruption, signals_as_interruptions, take_interruption
 from tracks.common.console import fail
-from tracks.common.option_ranges import nearest_existing
+from tracks.common.option_ranges import nearest_existing, whole_number
+from tracks.common.run_directory import describe_os_error
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
-from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, SubmissionLimits, limits_problem,
-                                      sandbox_problem, unconfined_words)
+from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, MIN_DISK_MB, MIN_MEMORY_GB,
+                                      MIN_SECONDS, SubmissionLimits, limits_problem, sandbox_problem,
+                                      unconfined_words)
 from tracks.exercises.submissions import shell_word
 
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
@@ -149,20 +151,30 @@ def _out_path(text):
     return str(pathlib.Path(text).expanduser())
 
 
-def _positive(kind, maximum=None):
-    """An argparse type: a finite number above 0 and, where `maximum` is given, at most `maximum`."""
+def _limit(minimum, maximum):
+    """An argparse type for a file's limit: a finite number of at least `minimum` and at most `maximum`."""
     def parse(text):
         try:
-            value = kind(text)
+            value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
         if not math.isfinite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
-        if maximum is not None and value > maximum:
+        if value < minimum:  # below it every file would fail, the right ones too
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g} (the solutions need that much), got {text}")
+        if value > maximum:
             raise argparse.ArgumentTypeError(f"must be at most {maximum:.15g}, got {text}")
         return value
 
     return parse
+
+
+def _count(text):
+    """An argparse type for a count of things done at once: a whole number >= 1."""
+    value = whole_number(text)
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def _seed(text):
@@ -190,13 +202,27 @@ class _Parser(argparse.ArgumentParser):
 
 def _limit_options(parser):
     parser.add_argument("--seed", type=_seed, help="the seed the random inputs are drawn from (default: a new one)")
-    parser.add_argument("--timeout", type=_positive(float, MAX_SECONDS), default=120.0,
-                        help=f"seconds a file may run (default 120, at most {MAX_SECONDS:.15g})")
-    parser.add_argument("--memory-gb", type=_positive(float, MAX_MEMORY_GB), default=4.0,
-                        help=f"memory a file may allocate, GiB (default 4, at most {MAX_MEMORY_GB:.15g})")
-    parser.add_argument("--disk-mb", type=_positive(float, MAX_DISK_MB), default=256.0,
+    parser.add_argument("--timeout", type=_limit(MIN_SECONDS, MAX_SECONDS), default=120.0,
+                        help=f"seconds a file may run (default 120, at least {MIN_SECONDS:g}, at most "
+                             f"{MAX_SECONDS:.15g})")
+    parser.add_argument("--memory-gb", type=_limit(MIN_MEMORY_GB, MAX_MEMORY_GB), default=4.0,
+                        help=f"memory a file may allocate, GiB (default 4, at least {MIN_MEMORY_GB:g}, at most "
+                             f"{MAX_MEMORY_GB:.15g})")
+    parser.add_argument("--disk-mb", type=_limit(MIN_DISK_MB, MAX_DISK_MB), default=256.0,
                         help=f"what a file may write, its files and its output together, MiB (default 256, at "
-                             f"most {MAX_DISK_MB:.15g})")
+                             f"least {MIN_DISK_MB:g}, at most {MAX_DISK_MB:.15g})")
+
+
+def limit_problem(option, value):
+    """Why `check` and `grade` would refuse `value` for the limit `option` (--timeout, --memory-gb, --disk-mb),
+    in one line, or None: their own range checks, for a script that runs them (scripts/mutants.py)."""
+    parser = _Parser(add_help=False)
+    _limit_options(parser)
+    try:
+        parser.parse_args([option, str(value)])
+    except _Refused as refusal:
+        return str(refusal)
+    return None
 
 
 def _limits(args):
@@ -210,7 +236,7 @@ def _limits(args):
 
 def _autograder(rest):
     from tracks.common.option_ranges import out_problem
-    from tracks.exercises.autograder import VISIBILITY, build, parse_exercises
+    from tracks.exercises.autograder import VISIBILITY, build, parse_exercises, repository_problem
     from tracks.exercises.students import Scores, ScoresError, read_scores
 
     parser = _Parser(prog="python -m tracks autograder",
@@ -230,7 +256,7 @@ def _autograder(rest):
         return fail(f"--out {out}: the platform takes a .zip; name it {out.stem or 'autograder'}.zip")
     if out.exists():
         return fail(f"--out {out} exists: choose another name, or delete it")
-    problem = out_problem(out)
+    problem = out_problem(out) or repository_problem(out)
     if problem:
         return fail(problem)
     try:
@@ -238,13 +264,18 @@ def _autograder(rest):
         scores = Scores() if args.scores is None else read_scores(args.scores)
     except (ValueError, ScoresError) as error:
         return fail(str(error))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
-          file=sys.stderr, flush=True)
+    def opened():
+        print(f"building {out}: exercises {', '.join(map(str, exercises))}, the wheel of this version ...",
+              file=sys.stderr, flush=True)
+
     try:
-        build(out, exercises, scores, visibility=args.visibility, stdout_visibility=args.stdout_visibility)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        build(out, exercises, scores, visibility=args.visibility, stdout_visibility=args.stdout_visibility,
+              opened=opened)
     except RuntimeError as error:
         return fail(str(error))
+    except OSError as error:  # a place the zip cannot be made in (found before the wheel is built), a full disk
+        return fail(f"--out {out}: cannot write {describe_os_error(error)} (nothing was kept); choose another --out")
     possible = sum(scores.possible(number) for number in exercises)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB): setup.sh, run_autograder, autograder.json and the "
           f"wheel; {possible:g} points; tests {args.visibility}, output {args.stdout_visibility}. Upload it as the "
@@ -332,7 +363,7 @@ def _main(command, rest):
         parser.add_argument("folder", help="the class: DIR/<student>/*.py or *.ipynb, or DIR/*.py (one file per "
                                            "student)")
         parser.add_argument("--out", required=True, type=_out_path, help="the gradebook's folder (new, or empty)")
-        parser.add_argument("--jobs", type=_positive(int), default=1, help="files graded at once")
+        parser.add_argument("--jobs", type=_count, default=1, help="files graded at once (a whole number >= 1)")
         parser.add_argument("--scores", metavar="FILE",
                             help="points per check, a TOML or JSON file (default: 1 point per check; "
                                  "docs/grading.md)")
@@ -377,4 +408,4 @@ def _main(command, rest):
     return check(args.files, as_json=args.json, seed=args.seed, limits=_limits(args))
 
 
-__all__ = ["check", "list_exercises", "main", "start"]
+__all__ = ["check", "limit_problem", "list_exercises", "main", "start"]

@@ -236,6 +236,18 @@ def _unique(taken, folder, parts):
     return candidate
 
 
+def _undetected(download, found):
+    """Why no layout fits the download's files, in one line: the files themselves where none can be collected
+    whatever its name (each a link, a path that leaves the download), else the layouts' names."""
+    readable = [member for member in found if not member.why_not]
+    if not readable:
+        return (f"{download}: no file in it can be collected ({found[0].source!r} is {found[0].why_not}"
+                f"{f', and {len(found) - 1} more' if len(found) > 1 else ''}): download the submissions again, "
+                f"or unpack it and copy what the links point to (cp -rL)")
+    return (f"{download}: its files fit neither Canvas's nor Moodle's layout (first: {readable[0].source!r}); give "
+            f"--pattern REGEX with a (?P<student>...) group")
+
+
 def plan(download, layout="auto", pattern=None):
     """(layout used, [Placed]) for every file of the download; `CollectError` when nothing can be placed."""
     found = members(download)
@@ -247,8 +259,7 @@ def plan(download, layout="auto", pattern=None):
         if layout == "auto":
             layout = detect(found)
             if layout is None:
-                raise CollectError(f"{download}: its files fit neither Canvas's nor Moodle's layout (first: "
-                                   f"{found[0].source!r}); give --pattern REGEX with a (?P<student>...) group")
+                raise CollectError(_undetected(download, found))
         place = {"canvas": _canvas, "moodle": _moodle}[layout]
     placed = []
     for member in found:

@@ -29,6 +29,7 @@ file, which would count the files not graded as missing.
 import collections
 import contextlib
 import csv
+import functools
 import json
 import os
 import pathlib
@@ -37,8 +38,9 @@ import sys
 import time
 
 from tracks.common.command import interruption, signals_held, take_interruption
-from tracks.common.console import fail
+from tracks.common.console import fail, warn
 from tracks.common.option_ranges import out_problem
+from tracks.common.run_directory import describe_os_error
 from tracks.exercises.catalogue import BY_NUMBER, checks_by_key
 from tracks.exercises.collect import CollectError, read_collected
 from tracks.exercises.exercise import required
@@ -232,8 +234,9 @@ def file_row(path, folder):
 
 
 def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercises=None):
-    """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial;
-    `exercises`: the assignment, as in `grade_class`."""
+    """The files graded before an interruption (`done`: index -> report) as a gradebook marked partial, the grades
+    first (`write_in_order`: `NotWhole` names what could not be written); `exercises`: the assignment, as in
+    `grade_class`."""
     graded = sorted(done)
     reports = [done[index] for index in graded]
     rows = [file_row(files[index], folder) for index in graded]
@@ -248,23 +251,25 @@ def write_partial(out, files, folder, done, seed, limits, jobs, seconds, exercis
                 (out / "logs" / logs[index]).rmdir()
     missing = [path.relative_to(folder) for index, path in enumerate(files) if index not in done]
     missing = [printable(path.as_posix()) for path in missing]
-    write_csv(out / "grades.csv", rows, reports, exercises)
-    (out / "grades.json").write_text(json.dumps(
-        {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
-         "seconds": round(seconds, 1), "partial": True, "exercises": exercises, "not_graded": missing,
-         "files": reports}, indent=1))
-    if reports:
-        plot(out / "checks.png", reports)
-    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds, exercises=exercises,
-                  partial=f"**Partial: the grading was interrupted after {len(reports)} of {len(files)} files.** "
-                          f"Not graded: {', '.join(missing)}. No students.csv, feedback or LMS file was written; "
-                          f"grade the class again for them.")
+    book = {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
+            "seconds": round(seconds, 1), "partial": True, "exercises": exercises, "not_graded": missing,
+            "files": reports}
+    partial = (f"**Partial: the grading was interrupted after {len(reports)} of {len(files)} files.** Not graded: "
+               f"{', '.join(missing)}. No students.csv, feedback or LMS file was written; grade the class again for "
+               f"them.")
+    write_in_order(out, [
+        ("grades.json", lambda: (out / "grades.json").write_text(json.dumps(book, indent=1))),
+        ("grades.csv", lambda: write_csv(out / "grades.csv", rows, reports, exercises)),
+        ("summary.md", lambda: write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds,
+                                             exercises=exercises, partial=partial)),
+        *([("checks.png", lambda: plot(out / "checks.png", reports))] if reports else [])])
 
 
 def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), confined=True, roster=None,
                 exercises=None):
     """Grades every *.py and *.ipynb under `folder` into the gradebook `out`; 0 when written, 2 for bad input (a
-    link inside `folder` among it, `class_links`), 130 or 143 when interrupted (a partial gradebook, `write_partial`).
+    link inside `folder` among it, `class_links`), 130 or 143 when interrupted (a partial gradebook, `write_partial`),
+    1 when a file of the gradebook could not be written (a full disk: `NotWhole`'s line names it and the rest).
 
     `scores`: a scores file (TOML or JSON, `students.read_scores`) or None for a point per check; `lms`:
     the platforms whose import files are written too (`platforms.LMS`); `confined=False`: every file as a
@@ -274,7 +279,8 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
     """
     folder, out = pathlib.Path(folder), pathlib.Path(out)
     if not folder.is_dir():
-        return fail(f"no such folder: {folder}")
+        return fail(f"{folder} is a file, not a folder: give the class's folder (check one file with python -m "
+                    f"tracks check FILE)" if folder.exists() else f"no such folder: {folder}")
     links = class_links(folder)
     if links:
         return fail(f"{links[0]} is a link{f' (and {len(links) - 1} more)' if len(links) > 1 else ''}: the grader "
@@ -296,7 +302,10 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
         roster = None if roster is None else read_roster(roster)
     except (ScoresError, CollectError, RosterError) as error:
         return fail(str(error))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a place os.access allows and the kernel does not (/proc, /sys, a read-only mount)
+        return fail(f"--out {out}: cannot create {describe_os_error(error)}; choose another --out")
     seed = secrets.randbelow(2**31) if seed is None else seed
     print(f"grading {len(files)} files from {folder}, {jobs} at a time, seed {seed}"
           + (f", exercises {', '.join(map(str, exercises))}" if exercises else ""), file=sys.stderr, flush=True)
@@ -306,9 +315,13 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
     except GradingInterrupted as stopped:
         with signals_held():
             take_interruption()
-            write_partial(out, files, folder, stopped.reports, seed, limits, jobs, time.monotonic() - started,
-                          exercises)
-        word, code = interruption(stopped.cause)
+            word, code = interruption(stopped.cause)
+            try:
+                write_partial(out, files, folder, stopped.reports, seed, limits, jobs, time.monotonic() - started,
+                              exercises)
+            except NotWhole as error:
+                warn(f"{word}: {len(stopped.reports)} of {len(files)} files graded, but {error}")
+                return code
         print(f"{word}: {len(stopped.reports)} of {len(files)} files graded, kept in {out}/grades.csv, grades.json "
               f"and summary.md, marked partial (no students.csv, feedback or LMS file); every file's process "
               f"was ended", file=sys.stderr, flush=True)
@@ -321,8 +334,12 @@ def grade_class(folder, out, *, seed=None, jobs=1, limits, scores=None, lms=(), 
         report.update(student=row["student"], file=row["file"], late=row["late"],
                       assignment=assignment_cell(report, exercises))
     with signals_held():  # every file is graded: the gradebook is written whole
-        written = write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds,
-                                  exercises=exercises, matched=matched, collected=collected, late=late)
+        try:
+            written = write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds,
+                                      exercises=exercises, matched=matched, collected=collected, late=late)
+        except NotWhole as error:  # the grades are written before what is made from them
+            warn(f"error: {error}")
+            return 1
     for line in matched.lines() if matched else []:
         print(line, file=sys.stderr, flush=True)
     print(f"wrote {out}/{', '.join(written['files'])}: {sum(r['passed'] for r in reports)} of {len(reports)} "
@@ -353,33 +370,52 @@ def roster_paragraphs(matched):
     return [f"Roster: {lines[0].removeprefix('roster ')}."] + [f"{line[0].upper()}{line[1:]}." for line in lines[1:]]
 
 
+class NotWhole(Exception):
+    """A file of the gradebook could not be written (a full disk): the one line names what was not."""
+
+
+def write_in_order(out, steps):
+    """Runs `steps` ([(file's name, function that writes it)]) in order; returns the names written. An `OSError`
+    stops them: `NotWhole` then says which file failed, what was not written and what was kept in `out`."""
+    written = []
+    for index, (name, write) in enumerate(steps):
+        try:
+            write()
+        except OSError as error:
+            missing = ", ".join(later for later, _ in steps[index:])
+            kept = f"kept: {', '.join(written)}" if written else "nothing was kept"
+            raise NotWhole(f"cannot write {describe_os_error(error)}: {missing} not written in {out} ({kept}); "
+                           f"free some space, then grade the class again for them") from None
+        written.append(name)
+    return written
+
+
 def write_gradebook(out, rows, reports, scores, lms, seed, limits, jobs, seconds, *, exercises=None, matched=None,
                     collected=None, late=None):
-    """Every file of a whole class's gradebook (the module's docstring); returns {"files": the names written,
-    "students": students.csv's rows}."""
-    names = ["grades.csv", "students.csv", "feedback/"]
-    write_csv(out / "grades.csv", rows, reports, exercises)
+    """Every file of a whole class's gradebook (the module's docstring): the grades first, the figure last
+    (`write_in_order`); returns {"files": the names written, "students": students.csv's rows}."""
     students = student_rows(reports, scores, exercises, late)
-    write_students_csv(out / "students.csv", students, exercises)
-    feedback = write_feedback(out / "feedback", reports, scores, exercises)
-    for platform in lms:
-        write_lms_csv(out / f"{platform}.csv", platform, students, scores, exercises, matched)
-        names.append(f"{platform}.csv")
-    if collected and any(layout == "moodle" for _, _, layout in collected.students.values()):
-        write_moodle_feedback(out / MOODLE_FEEDBACK, feedback, collected)
-        names.append(MOODLE_FEEDBACK)
     roster = None if matched is None else {
         "source": matched.roster.source, "platform": matched.roster.platform, "matched_by_name": matched.by_name,
         "not_in_roster": matched.lacking, "no_submission": [person.name for person in matched.absent]}
-    (out / "grades.json").write_text(json.dumps(
-        {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
-         "seconds": round(seconds, 1), "scores": scores.source, "exercises": exercises, "roster": roster,
-         "files": reports}, indent=1))
-    plot(out / "checks.png", reports)
-    write_summary(out / "summary.md", out / "checks.png", reports, seed, limits, seconds, exercises=exercises,
-                  extra=roster_paragraphs(matched))
-    return {"files": [*names, "grades.json", "summary.md", "checks.png"], "students": students}
+    book = {"seed": seed, "limits": {"seconds": limits.seconds, "memory_gb": limits.memory_gb}, "jobs": jobs,
+            "seconds": round(seconds, 1), "scores": scores.source, "exercises": exercises, "roster": roster,
+            "files": reports}
+    feedback = {}  # student -> the feedback file written, for Moodle's zip
+    moodle = collected and any(layout == "moodle" for _, _, layout in collected.students.values())
+    steps = [("grades.json", lambda: (out / "grades.json").write_text(json.dumps(book, indent=1))),
+             ("grades.csv", lambda: write_csv(out / "grades.csv", rows, reports, exercises)),
+             ("students.csv", lambda: write_students_csv(out / "students.csv", students, exercises)),
+             ("feedback/", lambda: feedback.update(write_feedback(out / "feedback", reports, scores, exercises))),
+             *((f"{platform}.csv", functools.partial(write_lms_csv, out / f"{platform}.csv", platform, students,
+                                                     scores, exercises, matched)) for platform in lms),
+             *([(MOODLE_FEEDBACK, lambda: write_moodle_feedback(out / MOODLE_FEEDBACK, feedback, collected))]
+               if moodle else []),
+             ("summary.md", lambda: write_summary(out / "summary.md", out / "checks.png", reports, seed, limits,
+                                                  seconds, exercises=exercises, extra=roster_paragraphs(matched))),
+             ("checks.png", lambda: plot(out / "checks.png", reports))]
+    return {"files": write_in_order(out, steps), "students": students}
 
 
-__all__ = ["assignment_cell", "class_files", "class_links", "columns", "grade_class", "lateness", "plot", "tally",
-           "write_csv", "write_summary"]
+__all__ = ["NotWhole", "assignment_cell", "class_files", "class_links", "columns", "grade_class", "lateness", "plot",
+           "tally", "write_csv", "write_in_order", "write_summary"]

@@ -25,7 +25,8 @@ import re
 import shutil
 
 from tracks.common.option_ranges import out_problem
-from tracks.exercises.autograder import build_wheel, project_root
+from tracks.common.run_directory import describe_os_error
+from tracks.exercises.autograder import build_wheel, project_root, repository_problem
 from tracks.exercises.catalogue import EXERCISES
 
 # The pages a student reads, copied into DIR/docs/ (the links between them keep working).
@@ -110,7 +111,12 @@ def _unlinked(text, kept):
 
 
 def write_release(out, *, wheel=True):
-    """Writes the students' edition into `out` (a new or empty folder); returns the files written."""
+    """Writes the students' edition into `out` (a new or empty folder); returns the files written.
+
+    It is written into a folder beside `out` (`.NAME.partial`), made before anything else (a place it cannot be
+    made in is refused there), and renamed to `out` once whole; on any failure (a full disk, a wheel that would not
+    build, Ctrl-C) that folder is removed, so a second try finds `out` as it was.
+    """
     root = project_root()
     if root is None or not (root / "notebooks").is_dir():
         raise ReleaseError("the release is made from the course's source: run it in a clone of the repository "
@@ -118,13 +124,30 @@ def write_release(out, *, wheel=True):
     out = pathlib.Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ReleaseError(f"--out {out} exists and is not an empty folder: choose a new one, or delete it")
-    if out.resolve().is_relative_to(root.resolve()):
-        raise ReleaseError(f"--out {out} is inside the repository: write the release outside the instructor's copy")
-    problem = out_problem(out)
+    problem = repository_problem(out) or out_problem(out)
     if problem:
         raise ReleaseError(problem)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)  # left by a release that was killed
+        partial.mkdir(parents=True)
+    except OSError as error:
+        raise ReleaseError(f"--out {out}: cannot create {describe_os_error(error)}; choose another --out") from None
+    try:
+        _write_edition(partial, root, wheel)
+        partial.replace(out)  # onto an empty folder too
+    except OSError as error:
+        raise ReleaseError(f"--out {out}: cannot write the release ({error.strerror or error}; nothing was kept): "
+                           f"free some space, or choose another --out") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return sorted(path for path in out.rglob("*") if path.is_file())
+
+
+def _write_edition(out, root, wheel):
+    """The release's files (the module's docstring), from the repository `root`, into the new folder `out`."""
     docs = out / "docs"
-    docs.mkdir(parents=True, exist_ok=True)
+    docs.mkdir()
     for name in STUDENT_PAGES:
         (docs / name).write_text(_unlinked((root / "docs" / name).read_text(), set(STUDENT_PAGES)))
     for run in sorted((root / "docs" / "reference").iterdir()):
@@ -147,7 +170,6 @@ def write_release(out, *, wheel=True):
     else:
         install = 'pip install "residual-keras[notebooks]"      # the package, the tracks and Jupyter'
     (out / "README.md").write_text(README.format(install=install))
-    return sorted(path for path in out.rglob("*") if path.is_file())
 
 
 __all__ = ["INSTRUCTOR_TAGS", "NOTEBOOKS", "README", "ReleaseError", "STUDENT_PAGES", "student_notebook",

@@ -67,6 +67,12 @@ RESULTS_LIMIT = 32 * 2**20  # bytes of results read back
 MAX_SECONDS = 86_400.0
 MAX_MEMORY_GB = 1024.0
 MAX_DISK_MB = 2.0**20
+# The smallest: below them every file fails, the right ones too. Measured with the solutions (seed 38, two cores
+# shared with other work): a file that imports TensorFlow crashes under 0.3 GiB and passes under 0.4 (its tree's
+# resident memory peaks near 0.28 GiB); each takes 4 to 5 s; each writes well under 1 MiB.
+MIN_SECONDS = 10.0
+MIN_MEMORY_GB = 0.5
+MIN_DISK_MB = 1.0
 HARNESS = pathlib.Path(__file__).resolve().parent / "harness"
 
 
