@@ -21,7 +21,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -456,13 +455,15 @@ def test_the_class_appears_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
     download = write_zip(tmp_path / "d.zip", {"doejane_12345_1_ex5_bounds.py": RIGHT5, "doejane_12345_2_b.py": b"b"})
     copies = []
 
-    def failing_copy(source, target):
+    copy_at_most = collect._copy_at_most
+
+    def failing_copy(source, target, limit):
         copies.append(target)
         if len(copies) == 2:
             raise OSError(28, "No space left on device")
-        shutil.copyfileobj(source, target)
+        return copy_at_most(source, target, limit)
 
-    monkeypatch.setattr(collect.shutil, "copyfileobj", failing_copy)
+    monkeypatch.setattr(collect, "_copy_at_most", failing_copy)
     code = collect.collect(download, tmp_path / "class")
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "No space left on device; nothing was written" in err, err
@@ -484,6 +485,20 @@ def test_a_member_the_zip_cannot_give_is_listed_and_the_others_collected(tmp_pat
                                                                                      "ex5_bounds.py"]
     row = next(r for r in rows(tmp_path / "class" / "collected.csv") if r["source"] == "doejane_12345_2_broken.py")
     assert row["student"] == "" and row["file"] == ""
+
+
+def test_a_file_larger_than_the_grader_reads_is_listed_not_copied(tmp_path, capsys, monkeypatch):
+    from tracks.exercises import collect
+
+    monkeypatch.setattr(collect, "MAX_COPIED_BYTES", 2**20)  # a zip that unpacks to far more than it holds
+    download = tmp_path / "d.zip"
+    with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("doejane_12345_1_ex5_bounds.py", RIGHT5)
+        archive.writestr("doejane_12345_2_bomb.py", b"#" * 3 * 2**20)
+    code, _, err = run_cli(tracks_main, ["collect", download, "--out", tmp_path / "class"], capsys)
+    assert code == 0 and "unplaced: doejane_12345_2_bomb.py (larger than 1 MiB, more than the grader reads" in err
+    assert sorted(p.name for p in (tmp_path / "class").rglob("*") if p.is_file()) == ["collected.csv",
+                                                                                     "ex5_bounds.py"]
 
 
 def test_collect_refuses_an_out_inside_an_unpacked_download(tmp_path, capsys):

@@ -47,13 +47,16 @@ import zipfile
 import zlib
 
 from tracks.common.option_ranges import out_problem
-from tracks.exercises.submissions import shell_word
+from tracks.exercises.submissions import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, shell_word
 
 LAYOUTS = ("canvas", "moodle", "auto")
 PATTERN_GROUPS = ("student", "id", "late", "file")
 COLLECTED = "collected.csv"
 UNPLACED = ".unplaced"
 COLUMNS = ("student", "name", "id", "late", "file", "source", "layout", "why")
+# The most of one file copied into the class: more than the grader reads of any file, so that a file it would
+# refuse reaches it (and its student's grade says why), and a zip that unpacks to gigabytes writes no more.
+MAX_COPIED_BYTES = 2 * max(MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES)
 
 # Canvas: [name_][LATE_]<user id>_[<attachment id>_]<original name> (the name is empty under anonymous grading;
 # a text entry or a URL has no attachment id: doejane_12345_text.html). Canvas writes the marker LATE and then
@@ -277,6 +280,18 @@ def plan(download, layout="auto", pattern=None):
     return layout, placed
 
 
+def _copy_at_most(source, copy, limit):
+    """Copies `source` into `copy` (binary files); False, having stopped, when it holds more than `limit` bytes
+    (what a zip's entry says of its size may lie: its bytes are counted as they come)."""
+    copied = 0
+    while chunk := source.read(2**20):
+        copied += len(chunk)
+        if copied > limit:
+            return False
+        copy.write(chunk)
+    return True
+
+
 def write_class(out, layout, placed):
     """Copies every placed file into `out` (new), with collected.csv; the unplaced ones into out/.unplaced/."""
     out = pathlib.Path(out)
@@ -295,11 +310,14 @@ def write_class(out, layout, placed):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     with entry.member.read() as source, open(path, "wb") as copy:
-                        shutil.copyfileobj(source, copy)
+                        whole = _copy_at_most(source, copy, MAX_COPIED_BYTES)
+                    why = "" if whole else (f"larger than {MAX_COPIED_BYTES / 2**20:.0f} MiB, more than the grader "
+                                            f"reads: not copied")
                 except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error) as error:
-                    path.unlink(missing_ok=True)  # encrypted, corrupt, an unknown compression: listed, not kept
-                    entry.student, entry.file = None, ""
-                    entry.why = f"cannot be read from the download ({type(error).__name__}: {str(error)[:120]})"
+                    why = f"cannot be read from the download ({type(error).__name__}: {str(error)[:120]})"
+                if why:  # encrypted, corrupt, an unknown compression, too large: listed, not kept
+                    path.unlink(missing_ok=True)
+                    entry.student, entry.file, entry.why = None, "", why
             rows.append([entry.student or "", entry.name, entry.id, entry.late, entry.file, entry.member.source,
                          layout, entry.why])
         with open(staging / COLLECTED, "w", newline="", encoding="utf-8") as handle:
