@@ -384,6 +384,13 @@ def test_auto_falls_back_to_synthetic_fast_with_a_banner_when_offline(tmp_path, 
     assert any(data.banner in line and "!!!!" in line for line in lines)
 
 
+def test_a_data_set_not_prepared_is_said_without_tensorflow_datasets_own_warning(tmp_path, capfd, caplog):
+    # Its "Variant folder ... has no dataset_info.json" made a refusal after TensorFlow loads two lines.
+    assert tfds_source.is_prepared("cifar10", str(tmp_path / "tfds")) is False
+    assert "dataset_info" not in capfd.readouterr().err
+    assert not [record for record in caplog.records if "dataset_info" in record.getMessage()]
+
+
 def test_prefetch_offline_says_so_in_one_line_on_stderr_and_exits_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tfds_source, "tfds_status", lambda *args, **kwargs: "unavailable")
     assert tfds_source.prefetch("cifar10", "example.org", str(tmp_path), log=print) == 1

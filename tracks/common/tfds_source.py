@@ -22,10 +22,22 @@ def data_dir(explicit=None):
 
 
 def is_prepared(name, directory=None):
-    """True when `name` has been downloaded and prepared in the data directory."""
+    """True when `name` has been downloaded and prepared in the data directory.
+
+    tensorflow_datasets logs a warning through absl when the folder is not there ("Variant folder ... has no
+    dataset_info.json"): the answer here is that it is not prepared, and the caller says so in its own words.
+    """
+    import logging
+
     import tensorflow_datasets as tfds
 
-    return tfds.builder(name, data_dir=data_dir(directory)).is_prepared()
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        return tfds.builder(name, data_dir=data_dir(directory)).is_prepared()
+    finally:
+        absl.setLevel(level)
 
 
 def host_reachable(host, port=443, timeout=5.0):
