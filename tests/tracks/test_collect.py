@@ -455,7 +455,7 @@ def test_the_class_appears_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
     download = write_zip(tmp_path / "d.zip", {"doejane_12345_1_ex5_bounds.py": RIGHT5, "doejane_12345_2_b.py": b"b"})
     copies = []
 
-    copy_at_most = collect._copy_at_most
+    copy_at_most = collect.copy_at_most
 
     def failing_copy(source, target, limit):
         copies.append(target)
@@ -463,7 +463,7 @@ def test_the_class_appears_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
             raise OSError(28, "No space left on device")
         return copy_at_most(source, target, limit)
 
-    monkeypatch.setattr(collect, "_copy_at_most", failing_copy)
+    monkeypatch.setattr(collect, "copy_at_most", failing_copy)
     code = collect.collect(download, tmp_path / "class")
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "No space left on device; nothing was written" in err, err

@@ -280,7 +280,7 @@ def plan(download, layout="auto", pattern=None):
     return layout, placed
 
 
-def _copy_at_most(source, copy, limit):
+def copy_at_most(source, copy, limit):
     """Copies `source` into `copy` (binary files); False, having stopped, when it holds more than `limit` bytes
     (what a zip's entry says of its size may lie: its bytes are counted as they come)."""
     copied = 0
@@ -310,7 +310,7 @@ def write_class(out, layout, placed):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     with entry.member.read() as source, open(path, "wb") as copy:
-                        whole = _copy_at_most(source, copy, MAX_COPIED_BYTES)
+                        whole = copy_at_most(source, copy, MAX_COPIED_BYTES)
                     why = "" if whole else (f"larger than {MAX_COPIED_BYTES / 2**20:.0f} MiB, more than the grader "
                                             f"reads: not copied")
                 except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error) as error:
@@ -413,5 +413,5 @@ def read_collected(folder):
     return Collected(students, late)
 
 
-__all__ = ["COLLECTED", "Collected", "CollectError", "LAYOUTS", "collect", "compile_pattern", "members", "plan",
-           "read_collected", "write_class"]
+__all__ = ["COLLECTED", "Collected", "CollectError", "LAYOUTS", "collect", "compile_pattern", "copy_at_most",
+           "members", "plan", "read_collected", "write_class"]
