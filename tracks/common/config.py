@@ -16,6 +16,8 @@ import os
 import types
 import typing
 
+from tracks.common.option_ranges import whole_number
+
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
 STRATEGIES = ("none", "mirrored", "multiworker")
@@ -72,11 +74,24 @@ def finite_float(text):
 
 finite_float.__name__ = "float"  # the list options name their items' type by it: "a comma-separated list of float"
 
+def whole(text):
+    """An int option's value, in ASCII digits: int() alone also takes '٨' (an Arabic-Indic eight) and '1_0'."""
+    value = whole_number(text, signed=True)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number (at most 19 digits), got {text!r}")
+    return value
+
+
+whole.__name__ = "int"
+
 
 def _parse_tuple(item_type, name):
     def parse(text):
+        items = [item.strip() for item in text.split(",")]
         try:
-            return tuple(item_type(item.strip()) for item in text.split(",") if item.strip())
+            if "" in items:  # "", "8,,14" or "plain,": nothing given, a comma too many, or an item left out
+                raise ValueError("an empty item")
+            return tuple(item_type(item) for item in items)
         except (ValueError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(
                 f"{option_name(name)} expects a comma-separated list of "
@@ -98,11 +113,13 @@ def _option_kwargs(field, hints):
         kwargs["action"] = argparse.BooleanOptionalAction
     elif origin is tuple:
         item_type = typing.get_args(hint)[0]
-        kwargs["type"] = _parse_tuple(finite_float if item_type is float else item_type, field.name)
+        kwargs["type"] = _parse_tuple({float: finite_float, int: whole}.get(item_type, item_type), field.name)
         kwargs["metavar"] = "A,B,..."
     elif hint is float:
         kwargs["type"] = finite_float
-    elif hint in (int, str):
+    elif hint is int:
+        kwargs["type"] = whole
+    elif hint is str:
         kwargs["type"] = hint
     if "choices" in field.metadata:
         kwargs["choices"] = field.metadata["choices"]
