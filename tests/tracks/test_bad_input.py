@@ -45,8 +45,8 @@ CASES = [
     (V, ["--depths", "8,,14", *OUT], {}, "--depths expects a comma-separated list of int, got '8,,14'"),
     (L, ["--variants", "pre,", *OUT], {}, "--variants expects a comma-separated list of str, got 'pre,'"),
     (V, ["--seeds=", *OUT], {}, "--seeds expects a comma-separated list of int, got ''"),
-    (V, ["--seed", "\u0663", *OUT], {}, "argument --seed: expected a whole number (at most 19 digits), got '\u0663'"),  # Arabic-Indic 3
-    (T, ["--epochs", "1_0", *OUT], {}, "argument --epochs: expected a whole number (at most 19 digits), got '1_0'"),
+    (V, ["--seed", "\u0663", *OUT], {}, "argument --seed: expected a whole number, got '\u0663'"),  # Arabic-Indic 3
+    (T, ["--epochs", "1_0", *OUT], {}, "argument --epochs: expected a whole number, got '1_0'"),
     (V, ["--preset", "smok", *OUT], {}, "unknown preset 'smok'; choose one of: smoke, quick"),
     # Ranges and choices of the training options.
     (V, ["--depths", "9", *OUT], {}, "--depths 9: depths must be 6n+2"),

@@ -13,10 +13,9 @@ import dataclasses
 import json
 import math
 import os
+import re
 import types
 import typing
-
-from tracks.common.option_ranges import whole_number
 
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
@@ -74,12 +73,18 @@ def finite_float(text):
 
 finite_float.__name__ = "float"  # the list options name their items' type by it: "a comma-separated list of float"
 
+# An int option's spelling: ASCII digits, as many as typed (the range checks refuse the too large, and say so).
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def whole(text):
     """An int option's value, in ASCII digits: int() alone also takes '٨' (an Arabic-Indic eight) and '1_0'."""
-    value = whole_number(text, signed=True)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected a whole number (at most 19 digits), got {text!r}")
-    return value
+    if not _ASCII_INTEGER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts (4,300)
+        raise argparse.ArgumentTypeError(f"expected a whole number of fewer digits, got {text[:20]}...") from None
 
 
 whole.__name__ = "int"
