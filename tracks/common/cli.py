@@ -18,7 +18,6 @@ and SIGTERM), given plain functions: how the run starts
 """
 
 import functools
-import os
 import sys
 
 from tracks.common import seeds
@@ -29,7 +28,7 @@ from tracks.common.config import ConfigError
 from tracks.common.console import fail, log, warn
 from tracks.common.environment import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.options import OneLineParser, train_parser
-from tracks.common.resume import check_run, start_or_resume
+from tracks.common.resume import check_run, refuse_data_dir_not_a_folder, start_or_resume
 from tracks.common.run import diagnose_one_run
 from tracks.common.tfds_source import prefetch
 
@@ -121,8 +120,10 @@ def prefetch_command(track, argv, environment):
     parser.add_argument("--data-dir", default=None,
                         help="TFDS data directory (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
     args = parser.parse_args(argv)
-    if args.data_dir is not None and (not args.data_dir.strip() or os.path.isfile(args.data_dir)):
-        return fail(f"--data-dir {args.data_dir!r} names no folder to keep {dataset} in; give a folder's path")
+    try:
+        refuse_data_dir_not_a_folder(args.data_dir, purpose=f"to keep {dataset} in")
+    except ConfigError as error:
+        return fail(str(error))
     configure_process(environment)
     return prefetch(dataset, host, args.data_dir, log=log)
 

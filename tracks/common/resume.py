@@ -124,11 +124,12 @@ def check_run(track, args, run_name=None, reuse_hint=None):
     return dataclasses.replace(checked, config=config, reuse_hint=reuse_hint)
 
 
-def refuse_data_dir_not_a_folder(data_dir):
+def refuse_data_dir_not_a_folder(data_dir, purpose="for the data sets"):
     """`ConfigError` for a `--data-dir` that names a file or nothing (`--data auto` would fall back to its offline
-    data set without a word on why). A folder that does not exist yet is fine: a download makes it."""
+    data set without a word on why; `prefetch` would try the network first). A folder that does not exist yet is
+    fine: a download makes it. `purpose`: what the folder is for, as the message says it."""
     if data_dir is not None and (not data_dir.strip() or os.path.isfile(os.path.expanduser(data_dir))):
-        raise ConfigError(f"--data-dir {data_dir!r} names no folder for the data sets; give a folder's path")
+        raise ConfigError(f"--data-dir {data_dir!r} names no folder {purpose}; give a folder's path")
 
 
 def refuse_out_inside_data(out, data):
@@ -243,5 +244,5 @@ def refuse_other_data(run, recorded, actual):
             )
 
 
-__all__ = ["CheckedRun", "check_run", "fit_samples", "refuse_given_samples", "refuse_other_data", "resolve_config",
-           "refuse_too_large", "start_or_resume"]
+__all__ = ["CheckedRun", "check_run", "fit_samples", "refuse_data_dir_not_a_folder", "refuse_given_samples",
+           "refuse_other_data", "refuse_out_inside_data", "refuse_too_large", "resolve_config", "start_or_resume"]
