@@ -65,6 +65,9 @@ CASES = [
     (L, ["--resume", " "], {}, "argument --resume: ' ' names no run directory"),
     (V, ["--resume", "notes/ideas.txt"], {}, "--resume notes/ideas.txt: a file, not a run directory"),
     (L, ["--sample-chars", "4294967296", *OUT], {}, "--sample-chars must be at most 100,000"),
+    (L, ["--sequence-length", "1", *OUT], {}, "--sequence-length must be >= 2: with one character attention has "
+     "nothing to choose between"),
+    (L, ["--layer-norm-epsilon", "1e39", *OUT], {}, "--layer-norm-epsilon must be > 0 and at most 3.4028235e+38"),
     (V, ["--resume", "empty-run", "--epochs", "3"], {}, "--epochs cannot change there"),
     (V, ["--resume", "empty-run", *OUT], {}, "--out and --resume cannot be combined"),
     (L, ["--num-heads", "0", *OUT], {}, "--num-heads must be >= 1, got 0"),
@@ -124,6 +127,9 @@ CASES = [
     (L, ["sample", "not-a-run", "--temperature", "-1"], {}, "--temperature must be >= 0 (0 = greedy), got -1.0"),
     (L, ["sample", "not-a-run", "--seed", "4294967296"], {}, "--seed must be in 0..4294967295"),
     (L, ["sample", "not-a-run", "--num-chars", "10" + "0" * 29], {}, "--num-chars must be in 0..100,000, got 1"),
+    (L, ["sample", ""], {}, "argument run_dir: an empty path (''); name a file or folder"),
+    (L, ["sample", "not-a-run", "--top-k", "\u0663"], {}, "argument --top-k: expected a whole number, got '\u0663'"),
+    (V, ["diagnose", "--model", "", *OUT], {}, "argument --model: an empty path ('')"),
     # The exercises and the grader (python -m tracks ...).
     (M, ["check", "no-such-solution.py"], {}, "no such file: no-such-solution.py"),
     (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),
@@ -135,6 +141,11 @@ CASES = [
     (M, ["grade", "no-such-class", "--out", "new-book"], {}, "no such folder: no-such-class"),
     (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "0"], {}, "--jobs: must be a whole number >= 1, got '0'"),
     (M, ["grade", "no-such-class", "--out", "new-book", "--timeout", "nan"], {}, "--timeout: must be a finite number above 0, got nan"),
+    (M, ["grade", "no-such-class", "--out", "new-book", "--jobs", "100000"], {}, "--jobs: must be at most "),
+    (M, ["grade", "", "--out", "new-book"], {}, "argument folder: an empty path (''); name a file or folder"),
+    (M, ["check", " "], {}, "argument files: an empty path (' ')"),
+    (M, ["collect", "", "--out", "new-book"], {}, "argument download: an empty path ('')"),
+    (M, ["exercises", "start", "\u0663", "new-run"], {}, "argument number: expected a whole number"),
     # Issue 51: every --out form, every variable the package reads, answered before TensorFlow loads.
     (T, ["--out", "junk.keras"], {}, "--out junk.keras is a file, not a directory"),
     (V, ["--out", "empty-run"], {}, "empty-run already exists and is not empty; use --resume empty-run"),

@@ -218,7 +218,9 @@ def test_records_that_are_not_json_objects_are_skipped(tmp_path):
 
 def test_which_exercise_a_file_is_is_read_without_running_it(tmp_path):
     cases = {"def f(:\n": "SyntaxError: line 1", "x = 1\n": "no line EXERCISE = N", "EXERCISE = 9\n": "EXERCISE = 9",
-             "EXERCISE = True\n": "EXERCISE = True", "import sys\nsys.exit(1)\nEXERCISE = 5\n": None}
+             "EXERCISE = True\n": "EXERCISE = True", "import sys\nsys.exit(1)\nEXERCISE = 5\n": None,
+             # equal to 1 as a dictionary key, but no whole number: the skeleton's line says 1
+             "EXERCISE = 1.0\n": "EXERCISE = 1.0"}
     for source, detail in cases.items():
         path = tmp_path / "file.py"
         path.write_text(source)

@@ -207,9 +207,12 @@ def test_the_lms_files_take_the_per_student_table_in_each_platforms_layout(grade
 @pytest.mark.parametrize("text, suffix, message", [
     ("[9]\nx = 1\n", ".toml", "no exercise '9'"),
     ("[5]\nbound = 1\n", ".toml", "exercise 5's 'bound' is no check of it; its checks: bounds, in_bounds"),
-    ("[5]\nbounds = -1\n", ".toml", "exercise 5's bounds must be a number >= 0, got -1"),
-    ("[5]\nbounds = true\n", ".toml", "must be a number >= 0, got True"),
-    ('{"5": {"bounds": "two"}}', ".json", "must be a number >= 0, got 'two'"),
+    ("[5]\nbounds = -1\n", ".toml", "exercise 5's bounds must be a number in 0..1,000,000, got -1"),
+    ("[5]\nbounds = true\n", ".toml", "must be a number in 0..1,000,000, got True"),
+    ('{"5": {"bounds": "two"}}', ".json", "must be a number in 0..1,000,000, got 'two'"),
+    # 1e308 points a check: the class's sums would be inf, and every grade 0/inf
+    ("[5]\nbounds = 1e308\nin_bounds = 1e308\n", ".toml", "exercise 5's bounds must be a number in 0..1,000,000, "
+     "got 1e+308"),
     ("[5\nbounds = 1", ".toml", "cannot be read"),
     ("{", ".json", "cannot be read"),
     ("5: 1", ".yaml", "give a .toml or .json file"),

@@ -24,7 +24,7 @@ from tracks.common import seeds
 from tracks.common.command import (errors_of_a_signal, interruption, run_command, signals_as_interruptions,
                                    take_interruption)
 from tracks.common.compare import compare_command
-from tracks.common.config import ConfigError
+from tracks.common.config import ConfigError, path_option
 from tracks.common.console import fail, log, warn
 from tracks.common.environment import check_tensorflow_installed, configure_process, read_environment
 from tracks.common.options import OneLineParser, train_parser
@@ -89,7 +89,7 @@ def diagnose_command(track, argv, environment):
     parser = train_parser(prog, "Measure gradient flow, activation growth and the stream's Jacobian "
                           "of every grid model at initialisation (no training).", track.config_cls,
                           track.presets, track.diagnose_preset or track.default_preset)
-    parser.add_argument("--model", metavar="PATH.keras", action="append",
+    parser.add_argument("--model", metavar="PATH.keras", action="append", type=path_option,
                         help="measure a saved model (or several) instead of the grid: the same instruments, "
                              "on the track's data (diagnose --model PATH --help lists its options)")
     args = parser.parse_args(argv)

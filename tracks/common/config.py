@@ -90,6 +90,14 @@ def whole(text):
 whole.__name__ = "int"
 
 
+def path_option(text):
+    """A path option's value, `~` expanded as the shell does unquoted. An empty text is refused: `pathlib`
+    reads it as the current folder, which nobody who typed '' meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty path ({text!r}); name a file or folder")
+    return os.path.expanduser(text)
+
+
 def _parse_tuple(item_type, name):
     def parse(text):
         items = [item.strip() for item in text.split(",")]

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracks.common.command import run_command
+from tracks.common.config import path_option, whole
 from tracks.common.console import fail, log
 from tracks.common.environment import configure_process
 from tracks.common.model_file import check_model_file, explain_load_failure
@@ -45,7 +46,7 @@ def _parser(prog, config_cls, presets, default_preset):
         "of your own saved Keras models (--model PATH.keras, once or twice) on a batch of the "
         "track's data or on random inputs (--input-shape).",
         config_cls, presets, default_preset)
-    parser.add_argument("--model", action="append", required=True, metavar="PATH.keras",
+    parser.add_argument("--model", action="append", required=True, metavar="PATH.keras", type=path_option,
                         help="a saved model to measure (give it twice to compare two models)")
     parser.add_argument("--input-shape", default=None, metavar="A,B,...",
                         help="measure on random inputs of this shape (without the batch axis) "
@@ -57,7 +58,7 @@ def _parser(prog, config_cls, presets, default_preset):
                         help="draw the random inputs uniformly from [LOW, HIGH) (default: token ids "
                              "from the model's embedding vocabulary, leaving out the padding id 0 "
                              "where it masks zeros; standard normal floats)")
-    parser.add_argument("--examples", type=int, default=16,
+    parser.add_argument("--examples", type=whole, default=16,
                         help="examples in the random batch of --input-shape (default 16)")
     parser.add_argument("--output-index", default=None, metavar="INDEX_OR_NAME",
                         help="for a model with several outputs: the one the loss reads, by position "

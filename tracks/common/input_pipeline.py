@@ -16,18 +16,10 @@ data already in memory, so a fixed number of parallel calls and a short
 prefetch queue are all they need.
 """
 
-import os
-
-
-def _usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))  # the cores this process may run on
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
+from tracks.common.limits import usable_cores
 
 # Parallel calls of a batch-level `map`: one per core the process may use.
-PARALLEL_CALLS = _usable_cores()
+PARALLEL_CALLS = usable_cores()
 # Batches prepared ahead of the training step.
 PREFETCH_BATCHES = 2
 

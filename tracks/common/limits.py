@@ -26,6 +26,14 @@ DAY_SECONDS = 24 * 3600
 GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/dxg", "/dev/kfd")
 
 
+def usable_cores():
+    """The cores this process may run on (its affinity, which taskset and containers narrow), else the CPU's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Estimate:
     """What a run needs, from its config: bytes of data and of model, seconds on a CPU."""
@@ -96,4 +104,5 @@ def refuse_beyond_machine(estimate, *, force, memory=None, accelerator=None):
                           f"run it anyway")
 
 
-__all__ = ["DAY_SECONDS", "Estimate", "accelerator_present", "machine_memory_bytes", "refuse_beyond_machine"]
+__all__ = ["DAY_SECONDS", "Estimate", "accelerator_present", "machine_memory_bytes", "refuse_beyond_machine",
+           "usable_cores"]

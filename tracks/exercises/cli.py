@@ -33,7 +33,9 @@ import sys
 import tempfile
 
 from tracks.common.command import errors_of_a_signal, interruption, signals_as_interruptions, take_interruption
+from tracks.common.config import path_option, whole
 from tracks.common.console import fail
+from tracks.common.limits import usable_cores
 from tracks.common.option_ranges import nearest_existing, whole_number
 from tracks.common.run_directory import describe_os_error
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
@@ -46,6 +48,9 @@ from tracks.exercises.submissions import shell_word
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
                 'residual-keras:cpu python -m tracks grade /class --out /book/run1')
+# grade --jobs: the most files at once per core the grader may use (4 files on 2 cores took 4 to 5 s each
+# alone: with every --jobs allowed, a file still has its 120 s by far; with 1000, right answers time out).
+JOBS_PER_CORE = 4
 
 
 def list_exercises():
@@ -146,9 +151,6 @@ def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
     return 0 if all(report["passed"] for report in reports) else 1
 
 
-def _out_path(text):
-    """An argparse type for an --out: `~` expanded, as the shell does unquoted and as place_problem checks it."""
-    return str(pathlib.Path(text).expanduser())
 
 
 def _limit(minimum, maximum):
@@ -174,6 +176,19 @@ def _count(text):
     value = whole_number(text)
     if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def _jobs(text):
+    """An argparse type for `grade --jobs`: a count of at most JOBS_PER_CORE files per core the grader may use.
+    A file's --timeout counts wall time: with many more files at once than cores, right answers would time out."""
+    value = _count(text)
+    cores = usable_cores()
+    if value > JOBS_PER_CORE * cores:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {JOBS_PER_CORE * cores} ({JOBS_PER_CORE} files per core, and the grader may use "
+            f"{cores}): a file's --timeout counts wall time, so more files at once would time out right answers; "
+            f"got {value}")
     return value
 
 
@@ -242,10 +257,11 @@ def _autograder(rest):
     parser = _Parser(prog="python -m tracks autograder",
                      description="Build a Gradescope autograder (setup.sh, run_autograder and this version's "
                                  "wheel) that grades the exercises as `grade` does (docs/grading.md).")
-    parser.add_argument("--out", required=True, type=_out_path, help="the zip to write (new), e.g. autograder.zip")
+    parser.add_argument("--out", required=True, type=path_option, help="the zip to write (new), e.g. autograder.zip")
     parser.add_argument("--exercises", default=",".join(str(e.number) for e in EXERCISES),
                         help="the exercises of the assignment, e.g. 1,3,5 (default: all)")
-    parser.add_argument("--scores", metavar="FILE", help="points per check, TOML or JSON (default: 1 per check)")
+    parser.add_argument("--scores", metavar="FILE", type=path_option,
+                        help="points per check, TOML or JSON (default: 1 per check)")
     parser.add_argument("--visibility", choices=VISIBILITY, default="visible",
                         help="when students see the tests' results, Gradescope's values (default: visible)")
     parser.add_argument("--stdout-visibility", choices=VISIBILITY, default="hidden",
@@ -291,7 +307,8 @@ def _release(rest):
                      description="Write the students' edition of the course into DIR: the handouts and students' "
                                  "pages, the notebooks without their solutions, the exercises' files and this "
                                  "version's wheel; no solution in any of it (docs/release.md).")
-    parser.add_argument("--out", required=True, type=_out_path, help="the folder to write (new, or empty), outside the repository")
+    parser.add_argument("--out", required=True, type=path_option,
+                        help="the folder to write (new, or empty), outside the repository")
     parser.add_argument("--without-wheel", action="store_true",
                         help="leave the wheel out: students install the package from the package index")
     args = parser.parse_args(rest)
@@ -313,9 +330,10 @@ def _collect(rest):
                      description="Turn a platform's bulk download of submissions (the zip, or its folder) into "
                                  "CLASS/<student>/<files> and CLASS/collected.csv, for grade (docs/grading.md, "
                                  "\"Collecting the hand-in\").")
-    parser.add_argument("download", help="Canvas's \"Download Submissions\" or Moodle's \"Download all "
-                                         "submissions\" zip, or the folder it unpacks to")
-    parser.add_argument("--out", required=True, type=_out_path, help="the class folder to write (new, or empty)")
+    parser.add_argument("download", type=path_option,
+                        help="Canvas's \"Download Submissions\" or Moodle's \"Download all submissions\" zip, or "
+                             "the folder it unpacks to")
+    parser.add_argument("--out", required=True, type=path_option, help="the class folder to write (new, or empty)")
     parser.add_argument("--layout", choices=LAYOUTS, default="auto",
                         help="whose download it is (default: auto, from the files' names)")
     parser.add_argument("--pattern", metavar="REGEX",
@@ -345,8 +363,8 @@ def _main(command, rest):
         parser = _Parser(prog="python -m tracks exercises",
                          description="List the exercises, or write one's file to start it.")
         parser.add_argument("action", nargs="?", choices=["start"])
-        parser.add_argument("number", nargs="?", type=int)
-        parser.add_argument("folder", nargs="?")
+        parser.add_argument("number", nargs="?", type=whole)
+        parser.add_argument("folder", nargs="?", type=path_option)
         args = parser.parse_args(rest)
         if args.action is None:
             return list_exercises()
@@ -360,17 +378,19 @@ def _main(command, rest):
 
         parser = _Parser(prog="python -m tracks grade",
                          description="Grade every *.py and *.ipynb under DIR into a gradebook.")
-        parser.add_argument("folder", help="the class: DIR/<student>/*.py or *.ipynb, or DIR/*.py (one file per "
-                                           "student)")
-        parser.add_argument("--out", required=True, type=_out_path, help="the gradebook's folder (new, or empty)")
-        parser.add_argument("--jobs", type=_count, default=1, help="files graded at once (a whole number >= 1)")
-        parser.add_argument("--scores", metavar="FILE",
+        parser.add_argument("folder", type=path_option,
+                            help="the class: DIR/<student>/*.py or *.ipynb, or DIR/*.py (one file per student)")
+        parser.add_argument("--out", required=True, type=path_option, help="the gradebook's folder (new, or empty)")
+        parser.add_argument("--jobs", type=_jobs, default=1,
+                            help=f"files graded at once (a whole number >= 1, at most {JOBS_PER_CORE} per core; "
+                                 f"one per core is right)")
+        parser.add_argument("--scores", metavar="FILE", type=path_option,
                             help="points per check, a TOML or JSON file (default: 1 point per check; "
                                  "docs/grading.md)")
         parser.add_argument("--lms", action="append", choices=LMS, default=[],
                             help="also write the per-student table as this platform's gradebook import "
                                  "(canvas.csv, moodle.csv); may be given twice")
-        parser.add_argument("--roster", metavar="FILE",
+        parser.add_argument("--roster", metavar="FILE", type=path_option,
                             help="the platform's own export (Canvas's gradebook export, Moodle's grading "
                                  "worksheet): its ids fill the LMS files, its students are matched to the class's")
         parser.add_argument("--exercises", help="the exercises of the assignment, e.g. 1,3,5 (default: all): only "
@@ -401,7 +421,8 @@ def _main(command, rest):
         return _collect(rest)
     parser = _Parser(prog="python -m tracks check",
                      description="Grade exercise solutions, each in its own process, as `grade` does.")
-    parser.add_argument("files", nargs="+", help="solution files, .py or .ipynb (EXERCISE = N inside)")
+    parser.add_argument("files", nargs="+", type=path_option,
+                        help="solution files, .py or .ipynb (EXERCISE = N inside)")
     parser.add_argument("--json", action="store_true", help="one JSON report for every file, on stdout")
     _limit_options(parser)
     args = parser.parse_args(rest)

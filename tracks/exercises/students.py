@@ -23,6 +23,9 @@ import tomllib
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES, checks_by_key
 
 MISSING = "missing"
+# The most points a scores file may give one check: a course's points are far fewer, and below it every sum of
+# a class's points is an exact, finite number (above it, 1e308 points a check summed to inf: a grade of 0/inf).
+MAX_POINTS = 1_000_000
 
 
 class ScoresError(ValueError):
@@ -92,9 +95,9 @@ def read_scores(path):
                 why = "is optional and earns no points" if key in keys else "is no check of it"
                 raise ScoresError(f"--scores {path}: exercise {number}'s {key!r} {why}; its checks: {listed}")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ScoresError(f"--scores {path}: exercise {number}'s {key} must be a number >= 0, "
-                                  f"got {value!r}")
+                    or not 0 <= value <= MAX_POINTS:
+                raise ScoresError(f"--scores {path}: exercise {number}'s {key} must be a number in "
+                                  f"0..{MAX_POINTS:,}, got {value!r}")
         points[number] = {key: float(value) for key, value in checks.items()}
     return Scores(points, str(path.resolve()))  # the gradebook says which file, wherever it is read
 

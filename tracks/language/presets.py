@@ -18,6 +18,7 @@ from tracks.common.config import RuntimeOptions, refuse_repeats
 MAX_DEPTH = 96  # Transformer blocks: GPT-3's deepest model has 96
 # Each character is one forward pass of the model; a sample longer than a short book is a typo, not a wish.
 MAX_SAMPLE_CHARS = 100_000
+FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo("float32").max, without NumPy
 
 VARIANTS = ("pre", "post", "plain", "rezero")
 VARIANT_HELP = (
@@ -130,6 +131,9 @@ class LanguageConfig(RuntimeOptions):
                                  f"got {','.join(self.warmup_variants) or 'nothing'}")
         check_counts(self, ("embed_dim", "num_heads", "sequence_length", "batch_size", "steps", "eval_interval",
                             "steps_per_execution", "instrument_sequences", "lesion_sequences", "sample_chars"))
+        if self.sequence_length < 2:
+            raise ValueError(f"--sequence-length must be >= 2: with one character attention has nothing to choose "
+                             f"between (its softmax is 1), got {self.sequence_length}")
         check_finite_floats(self)
         if self.sample_chars > MAX_SAMPLE_CHARS:
             raise ValueError(f"--sample-chars must be at most {MAX_SAMPLE_CHARS:,}, got {self.sample_chars:,}")
@@ -162,8 +166,9 @@ class LanguageConfig(RuntimeOptions):
             raise ValueError(f"--grad-clip must be >= 0 (0 = off), got {self.grad_clip}")
         if not self.prompt:
             raise ValueError("--prompt must not be empty")
-        if not self.layer_norm_epsilon > 0:
-            raise ValueError(f"--layer-norm-epsilon must be > 0, got {self.layer_norm_epsilon}")
+        if not 0 < self.layer_norm_epsilon <= FLOAT32_MAX:  # a larger one is inf in float32: every output 0
+            raise ValueError(f"--layer-norm-epsilon must be > 0 and at most {FLOAT32_MAX:.8g} (the largest "
+                             f"float32), got {self.layer_norm_epsilon}")
 
 
 # XLA with `--xla auto` on a CPU: XLA fuses the GPT's many small element-wise ops

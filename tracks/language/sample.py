@@ -2,7 +2,7 @@
 
 import pathlib
 
-from tracks.common.config import finite_float
+from tracks.common.config import finite_float, path_option, whole
 from tracks.common.console import fail
 from tracks.common.environment import configure_process, read_environment
 from tracks.common.option_ranges import MAX_SEED
@@ -26,13 +26,13 @@ def check_prompt(vocab, prompt):
 def sample_command(track, argv):
     """`python -m tracks.language sample RUN_DIR`: generate from the run's best model."""
     parser = OneLineParser(prog=f"{track.prog} sample", description="Generate text from a run's best_model.keras.")
-    parser.add_argument("run_dir", help="a finished language run directory")
+    parser.add_argument("run_dir", type=path_option, help="a finished language run directory")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--num-chars", type=int, default=300,
+    parser.add_argument("--num-chars", type=whole, default=300,
                         help=f"characters to generate (0..{MAX_SAMPLE_CHARS:,})")
     parser.add_argument("--temperature", type=finite_float, default=0.8, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=None, help="sample among the k most likely (>= 1)")
-    parser.add_argument("--seed", type=int, default=None, help=f"seed for reproducible samples (0..{MAX_SEED})")
+    parser.add_argument("--top-k", type=whole, default=None, help="sample among the k most likely (>= 1)")
+    parser.add_argument("--seed", type=whole, default=None, help=f"seed for reproducible samples (0..{MAX_SEED})")
     args = parser.parse_args(argv)
     from tracks.language.vocabulary import CharVocabulary
 
