@@ -156,6 +156,30 @@ def test_a_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_so_in_one_
     assert toy_numbers(run_dir) == uninterrupted_toy
 
 
+def test_a_full_disk_on_a_write_that_names_no_file_names_the_run_folder(
+        tmp_path, capsys, monkeypatch, uninterrupted_toy):
+    """A full disk fails a write, not an open: the OSError names no file, so the line names the run's folder."""
+    from tracks.common import run_directory
+
+    write_json = run_directory.write_json
+
+    def full(path, data):
+        if Path(path).name == "results.json" and data.get("models"):  # the first model's result, not creation's
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_json(path, data)
+
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(run_directory, "write_json", full)
+        code, _, err = run_cli(toy_main, [*TOY_ARGV, "--out", run_dir], capsys)
+    assert code == 2
+    assert err == (f"error: a file in {run_dir}: {os.strerror(errno.ENOSPC)}; fix that, then continue with "
+                   f"python -m tracks.toy --resume {run_dir}\n")
+    code, _, err = run_cli(toy_main, ["--resume", run_dir], capsys)
+    assert code == 0, err
+    assert toy_numbers(run_dir) == uninterrupted_toy
+
+
 @pytest.mark.parametrize("signum, code, line", [(signal.SIGTERM, 143, "terminated (SIGTERM)\n"),
                                                 (signal.SIGINT, 130, "interrupted\n")])
 def test_a_signal_during_a_command_that_writes_no_run_is_one_line(signum, code, line, capsys, monkeypatch):

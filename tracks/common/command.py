@@ -202,8 +202,9 @@ def run_command(prog, start, work, *, resumable=True):
         except OSError as error:
             if not resumable:
                 run.discard()
-                return fail(describe_os_error(error))
-            return fail(f"{describe_os_error(error)}; fix that, then continue with {prog} --resume {run.path}")
+                return fail(describe_os_error(error, run.path))
+            return fail(f"{describe_os_error(error, run.path)}; fix that, then continue with {prog} --resume "
+                        f"{run.path}")
         except MemoryError as error:
             if not resumable:
                 run.discard()

@@ -65,9 +65,13 @@ def read_json(path, what_to_do):
         raise RunFileError(f"{path} is damaged (not JSON this package reads: {error}); {what_to_do}") from None
 
 
-def describe_os_error(error):
-    """'FILE: reason' for an `OSError` (the file first, when it is known)."""
-    where = error.filename if error.filename is not None else "a file"
+def describe_os_error(error, folder=None):
+    """'FILE: reason' for an `OSError`: the file first where it is known, else the folder it was being written in
+    (a full disk fails a write, which names no file), else "a file"."""
+    if error.filename is not None:
+        where = error.filename
+    else:
+        where = f"a file in {folder}" if folder is not None else "a file"
     return f"{where}: {error.strerror or error}"
 
 
