@@ -21,7 +21,7 @@ from residual_keras.plots._style import (
 )
 
 
-def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None, chance: Optional[float]=None, chance_noise: float=0.0) -> Figure:
     """Bar chart of the metric with each single block removed, and the intact metric.
 
     Several results (e.g. residual and plain) are drawn as grouped bars with
@@ -35,6 +35,12 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             number of blocks for grouped bars).
         labels: one legend label per result. Default: the model names.
         path, banner, title, subtitle: as in `gradient_flow`.
+        chance: the metric a constant guess scores on the same data (e.g. the
+            test error of always answering the largest class), drawn as a
+            dotted grey line; None (the default): no line.
+        chance_noise: half-width of a grey band around `chance`: how far from
+            it a value is still chance within the measurement's noise (e.g. 3
+            standard errors on the images measured); 0: the line alone.
 
     Returns:
         matplotlib.figure.Figure with one bar per removable block and result.
@@ -80,6 +86,7 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
             linewidth=1.2,
             label=f"{label}, intact ({result['intact']:.3g})",
         )
+    _chance_line(axes, chance, chance_noise)
     values = [v for result in results for v in (result["intact"], *result["lesioned"])]
     if all(value is None or value >= 0 for value in values):
         axes.set_ylim(bottom=0)
@@ -88,11 +95,24 @@ def lesion(results: OneOrMore, labels: Labels=None, *, path: PathLike=None, bann
     figure.legend(loc="outside lower center", ncols=2, fontsize="small")
     return _finish(figure, path)
 
+def _chance_line(axis, chance, chance_noise):
+    """A dotted grey line at `chance` (the metric of a constant guess) and, for `chance_noise` > 0, a grey band
+    of that half-width around it: values inside it are chance within the measurement's noise."""
+    if chance is None:
+        return
+    if chance_noise:
+        axis.axhspan(chance - chance_noise, chance + chance_noise, color="0.5", alpha=0.15, linewidth=0,
+                     label=f"chance: {chance:.3g} ± {chance_noise:.2g}")
+        axis.axhline(chance, color="0.35", linestyle=":", linewidth=1.2)
+    else:
+        axis.axhline(chance, color="0.35", linestyle=":", linewidth=1.2, label=f"chance ({chance:.3g})")
+
+
 def _legend_below(axis):
     """The legend under the panel: a trained net's dots can lie anywhere from 0 to chance, so no corner is free."""
     axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
 
-def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None) -> Figure:
+def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels: Labels=None, *, path: PathLike=None, banner: Optional[str]=None, subtitle: Optional[str]=None, title: Optional[str]=None, chance: Optional[float]=None, chance_noise: float=0.0) -> Figure:
     """Veit et al.'s lesions: the metric with k blocks removed at once, and with adjacent blocks swapped.
 
     Args:
@@ -104,6 +124,12 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
             metric with each adjacent pair exchanged.
         labels: one legend label per result. Default: the model names.
         path, banner, title, subtitle: as in `gradient_flow`.
+        chance: the metric a constant guess scores on the same data (e.g. the
+            test error of always answering the largest class), drawn as a
+            dotted grey line in each panel; None (the default): no line.
+        chance_noise: half-width of a grey band around `chance`: how far from
+            it a value is still chance within the measurement's noise (e.g. 3
+            standard errors on the images measured); 0: the line alone.
 
     Returns:
         matplotlib.figure.Figure.
@@ -127,6 +153,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
     _integer_ticks(axis.xaxis)
     axis.set_xlabel("blocks removed at random (k)")
     axis.set_ylabel(f"{metric}\n(dots: single draws; line: mean)")
+    _chance_line(axis, chance, chance_noise)
     axis.set_ylim(bottom=0)
     _legend_below(axis)
     axis.set_title("delete k blocks", fontsize="medium")
@@ -146,6 +173,7 @@ def block_deletion(deletions: OneOrMore, swaps: Optional[OneOrMore]=None, labels
         axis.set_xlim(0.5, most + 0.5)  # one pair or many: whole-number positions
         axis.set_xlabel("swapped pair (1 = first two same-shape blocks)")
         axis.set_ylabel(metric)
+        _chance_line(axis, chance, chance_noise)
         axis.set_ylim(bottom=0)
         _legend_below(axis)
         axis.set_title("swap two adjacent blocks", fontsize="medium")

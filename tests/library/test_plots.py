@@ -142,6 +142,27 @@ def test_lesion_bars_skip_blocks_that_cannot_be_removed(tmp_path):
     assert saved_png(tmp_path / "l.png")
 
 
+def test_lesion_figures_draw_chance_as_a_line_and_its_noise_as_a_band():
+    common = {"names": ["b1", "b2"], "metric": "test error (%)"}
+    study = {"model": "resnet", "intact": 20.0, "lesioned": [30.0, 25.0], **common}
+    deletion = {"model": "resnet", "metric": "test error (%)", "intact": 20.0, "candidates": ["b1", "b2"],
+                "num_removed": [1, 2], "mean": [40.0, 85.0], "values": [[40.0], [85.0]]}
+    swaps = {"pairs": [("b1", "b2")], "swapped": [30.0], "intact": 20.0}
+    for figure in (plots.lesion(study, chance=86.6, chance_noise=4.6),
+                   plots.block_deletion(deletion, [swaps], chance=86.6, chance_noise=4.6)):
+        for axes in figure.axes:
+            dotted = [line for line in axes.get_lines() if line.get_linestyle() == ":"]
+            assert [line.get_ydata()[0] for line in dotted] == [86.6]
+            (band,) = [patch for patch in axes.patches if patch.get_label().startswith("chance")]
+            assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((82.0, 91.2))
+            assert band.get_label() == "chance: 86.6 ± 4.6"
+    (axes,) = plots.lesion(study, chance=90.0).axes  # no noise: the line alone, in the legend
+    assert [line.get_label() for line in axes.get_lines() if line.get_linestyle() == ":"] == ["chance (90)"]
+    assert not [patch for patch in axes.patches if patch.get_label().startswith("chance")]
+    for figure in (plots.lesion(study), plots.block_deletion(deletion, [swaps])):  # by default, no chance
+        assert not [line for axes in figure.axes for line in axes.get_lines() if line.get_linestyle() == ":"]
+
+
 def test_stream_two_lines_per_model(tmp_path):
     results = [
         {

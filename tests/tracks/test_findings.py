@@ -374,3 +374,22 @@ def test_short_paths_of_a_dead_network_is_a_measurement_not_a_crash():
                                                                                    "gradient_share": [0.0] * 28}}}]})
     found = trained_net.short_paths(dead, "preact-zero-nonorm")
     assert found.holds is None and "a dead network" in found.text
+
+
+def test_the_lesion_figures_draw_the_chance_the_findings_use():
+    """lesion.png and block_deletion.png draw chance in test error where the findings read it: the largest
+    class's share of the study's images, and the band of 3 standard errors that the deletion finding calls
+    back at chance; a run recorded before the studies kept their chance gets no band (its shares are unknown)."""
+    import types
+
+    from tracks.vision.report import chance_band
+
+    entry = types.SimpleNamespace(num_classes=10)
+    study = {"chance": 0.134, "images": 500}
+    keywords, words = chance_band(study, entry)
+    noise = trained_net.noise_above_chance(study, 0.134)
+    assert keywords == pytest.approx({"chance": 86.6, "chance_noise": 100 * noise})
+    assert keywords["chance_noise"] == pytest.approx(4.57, abs=0.01)
+    assert words == f"grey band: chance (always the largest class) ± {trained_net.NOISE_ERRORS} standard errors"
+    assert chance_band({}, entry) == ({}, None)
+    assert chance_band({"chance": 0.134}, entry) == ({}, None)  # no count of images: no standard error

@@ -38,6 +38,7 @@ from tracks.common.seeds_report import (
 from tracks.common.training import read_metrics_rows
 from tracks.vision.experiment import PATH_IMAGES
 from tracks.vision.findings import training_rate_sentence, vision_findings
+from tracks.vision.trained_net_findings import NOISE_ERRORS, chance_of, noise_above_chance
 from tracks.vision.results import VisionResults
 
 
@@ -136,19 +137,36 @@ def error_percent(study):
     return converted
 
 
+def chance_band(study, entry):
+    """How a lesion-type figure draws chance, in test error (%): the keywords of `plots.lesion` and
+    `plots.block_deletion` (the error of the best constant guess on the study's images, and the band within
+    which the findings call an accuracy chance), and the words that say so in the figure's subtitle. A run
+    recorded before its studies kept their chance gets no band ({}, None): the class shares of its images are
+    not known, and one class in ten can be far from them (a one-class net scored 16% on 50 images)."""
+    if not (study.get("chance") and study.get("images")):
+        return {}, None
+    chance = chance_of(study, entry)
+    keywords = {"chance": 100.0 * (1.0 - chance), "chance_noise": 100.0 * noise_above_chance(study, chance)}
+    return keywords, f"grey band: chance (always the largest class) ± {NOISE_ERRORS} standard errors"
+
+
 def plot_lesions(config, results, path, banner=None, subtitle=None):
     """lesion.png for the deepest depth's trained models; False when there is none."""
     depth, entries = deepest_with(config, results, "lesion")
     if not entries:
         return False
+    chance, words = chance_band(entries[0].lesion, entries[0])  # the same test images for every net
     plots.lesion([error_percent(m.lesion) for m in entries], [series_label(m) for m in entries], path=path,
-                 banner=banner, subtitle=_on_test_images(subtitle, config),
-                 title=f"Trained depth-{depth} networks: test error with one block removed")
+                 banner=banner, subtitle=_on_test_images(subtitle, config, words),
+                 title=f"Trained depth-{depth} networks: test error with one block removed", **chance)
     return True
 
 
-def _on_test_images(subtitle, config):
-    return None if subtitle is None else f"{subtitle}; measured on {config.lesion_images:,} test images"
+def _on_test_images(subtitle, config, chance_words):
+    if subtitle is None:
+        return None
+    on = f"{subtitle}; measured on {config.lesion_images:,} test images"
+    return on if chance_words is None else f"{on}; {chance_words}"
 
 
 def plot_ensemble(config, results, directory, banner=None, subtitle=None):
@@ -158,12 +176,13 @@ def plot_ensemble(config, results, directory, banner=None, subtitle=None):
                             f"{subtitle}; on {config.instrument_images} training images, inference mode")
     depth, entries = deepest_with(config, results, "ensemble")
     if entries:
+        chance, words = chance_band(entries[0].ensemble["deletion"], entries[0])
         plots.block_deletion(
             [error_percent(m.ensemble["deletion"]) for m in entries],
             [error_percent(m.ensemble["swaps"]) for m in entries],
             [series_label(m) for m in entries], path=directory / "block_deletion.png", banner=banner,
-            subtitle=_on_test_images(subtitle, config),
-            title=f"Trained depth-{depth} networks: test error with blocks removed or swapped",
+            subtitle=_on_test_images(subtitle, config, words),
+            title=f"Trained depth-{depth} networks: test error with blocks removed or swapped", **chance,
         )
         figures.append(("Removing k blocks, swapping neighbours (Veit et al. 2016)", "block_deletion.png"))
     with_paths = [m for m in entries if "paths" in m.ensemble]
@@ -326,6 +345,9 @@ def write_summary(run, config, results, figures, banner=None):
         "- **Gradient flow, Jacobian, depth scaling** (at initialisation): how the gradient and the "
         "stream change from block to block; the table below gives the numbers.\n",
         LESION_NOTE,
+        f"- **Chance** on the lesion figures (the grey band): the test error of always answering the largest "
+        f"class of the test images the studies use, ± {NOISE_ERRORS} standard errors on them. A net with blocks "
+        f"removed inside the band has nothing left: the findings call it back at chance.\n",
         *([LANDSCAPE_NOTE] if any(name == "loss_landscape.png" for _, name in figures) else []),
         "## Instruments at initialisation\n",
         initialisation_table(results.initialisation or {}) + "\n",

@@ -34,7 +34,7 @@ KEEPS_SHARE = 0.8
 LEARNT_ABOVE_CHANCE = 0.05
 
 
-def _chance(study, entry):
+def chance_of(study, entry):
     """Chance on a study's test images: the best constant guess on them, as the run recorded it
     (experiment.chance_on), or one in `num_classes` for a run recorded before it did."""
     return study.get("chance") or chance_accuracy(entry.num_classes)
@@ -45,7 +45,7 @@ def _chance(study, entry):
 NOISE_ERRORS = 3
 
 
-def _noise(study, chance):
+def noise_above_chance(study, chance):
     """How far above chance an accuracy on the study's images can lie by noise alone: `NOISE_ERRORS` standard
     errors of a chance-level accuracy on them, or `LEARNT_ABOVE_CHANCE` for a run that did not record how many."""
     images = study.get("images")
@@ -78,7 +78,7 @@ def one_block_barely_matters(results, variant="residual"):
         return None
     entry = max(entries, key=lambda m: m.depth)
     study = entry.lesion
-    chance = _chance(study, entry)
+    chance = chance_of(study, entry)
     removable = [value for value in study["lesioned"] if value is not None]
     if not removable:
         return None
@@ -111,7 +111,7 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
     shown = [k for k in ks if k in ours["num_removed"] and k in theirs["num_removed"]]
     if not shown:
         return None
-    nets = [(entry, ours, _chance(ours, entry)), (plain_entry, theirs, _chance(theirs, plain_entry))]
+    nets = [(entry, ours, chance_of(ours, entry)), (plain_entry, theirs, chance_of(theirs, plain_entry))]
 
     def at(study, k):
         return study["mean"][study["num_removed"].index(k)]
@@ -135,13 +135,14 @@ def deletion_contrast(results, variant="residual", ks=(1, 2, 4, 8)):
             "lose and the two cannot be compared here.",
         )
     # Where both nets are back at chance, what each has left is noise: there is nothing to compare.
-    broken = [k for k in shown if all(at(study, k) < chance + _noise(study, chance) for _, study, chance in nets)]
+    broken = [k for k in shown
+              if all(at(study, k) < chance + noise_above_chance(study, chance) for _, study, chance in nets)]
     compared = [k for k in shown if k not in broken]
     if broken:
         errors = f" ({NOISE_ERRORS} standard errors on {ours['images']} images)" if ours.get("images") else ""
         measured += (f" At k = {', '.join(map(str, broken))} both nets are back at chance: less than "
-                     f"{100 * _noise(ours, nets[0][2]):.1f} points above {chance_text}{errors}. Nothing is left "
-                     "to compare there.")
+                     f"{100 * noise_above_chance(ours, nets[0][2]):.1f} points above {chance_text}{errors}. "
+                     "Nothing is left to compare there.")
     if not compared:
         return Finding(title, None, measured)
     every = f"at every k where one of them is above chance ({', '.join(map(str, compared))})" if broken else \
