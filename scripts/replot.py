@@ -13,7 +13,8 @@ with: each track's `report.draw_figures` (the report's figures) and
 initialisation). So when a figure's code changes, the maintainers redraw
 docs/reference/ with it, and an instructor redraws a class's runs, in
 seconds and without training. Only PNG files are written: summary.md,
-results.json and the CSV files stay as they are.
+results.json and the CSV files stay as they are. Under docs/reference/
+they are written as save_reference.py writes them: 8-bit palette PNGs.
 
 What the figures print about the data (its name, the fallback banner, the
 number of training images) comes from results.json, so the data need not be
@@ -67,6 +68,9 @@ from typing import Optional, Sequence
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# The reference runs in the repository: their figures are redrawn as 8-bit palette PNGs, as save_reference.py
+# saves them (a third of matplotlib's size; the figures have few colours).
+REFERENCE = (ROOT / "docs" / "reference").resolve()
 # Figures a run draws that results.json does not keep the numbers of (see the docstring).
 NOT_KEPT = ("jacobian.png", "jacobian_blocks.png")
 # What a new measurement at initialisation must give again (relative difference) for its Jacobians to be kept.
@@ -338,6 +342,11 @@ def draw(run_path, checked, log=print):
             module = importlib.import_module(f"tracks.{checked.base}.report")
             figures = module.draw_figures(checked.record, ctx)
             drawn += [name for _, name in figures if name not in drawn and name not in NOT_KEPT]
+    if run_path.resolve().is_relative_to(REFERENCE):  # kept in the repository: as small as save_reference makes them
+        from scripts.save_reference import small_png
+
+        for name in drawn:
+            small_png(run_path / name, run_path / name)
     kept = [name for name in NOT_KEPT if (run_path / name).exists()]
     log(f"{run_path}: drew {', '.join(drawn)}"
         + (f"; left as they were (their numbers are not kept): {', '.join(kept)}" if kept else ""))

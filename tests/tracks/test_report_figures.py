@@ -249,3 +249,15 @@ def test_measured_again_the_toy_reference_gives_its_numbers_and_its_jacobians(tm
     assert replot.measure_jacobians(run, log=said.append) == ["jacobian.png", "jacobian_blocks.png"]
     assert (run / "jacobian_blocks.png").read_bytes().startswith(b"\x89PNG")
     assert "within 0.001 of results.json" in said[0]
+
+
+def test_replot_writes_a_reference_runs_figures_small_as_save_reference_does(tmp_path, monkeypatch):
+    """Redrawn inside docs/reference/ (here a stand-in for it), the figures are 8-bit palette PNGs, as the
+    references were saved (matplotlib's own are RGBA, three times the size)."""
+    from PIL import Image
+
+    run = tmp_path / "reference" / "toy-spirals-s0"
+    shutil.copytree(REFERENCE / "toy-spirals-s0", run)
+    monkeypatch.setattr(replot, "REFERENCE", run.parent.resolve())
+    drawn = replot.replot(run, log=lambda line: None)
+    assert drawn and {Image.open(run / name).mode for name in drawn} == {"P"}
