@@ -555,6 +555,35 @@ def test_folder_errors_name_the_problem(tmp_path, damage, words):
         assert word in message
 
 
+def test_a_truncated_jpeg_is_named_in_one_line_without_the_c_librarys_own(tmp_path, capfd):
+    """libjpeg writes its complaint to the process's stderr from C and names no file; the refusal names it."""
+    root = write_tree(tmp_path / "images", per_class=3)
+    broken = root / "test" / "emu" / "2.jpg"
+    broken.write_bytes(broken.read_bytes()[:300])
+    capfd.readouterr()
+    with pytest.raises(ValueError, match="test/emu/2.jpg cannot be decoded"):
+        load_vision_data(f"folder:{root}", log=quiet)
+    assert "JPEG" not in capfd.readouterr().err
+
+
+def test_what_the_decoders_say_of_a_file_they_read_is_kept(tmp_path, capfd, monkeypatch):
+    """A file TensorFlow still decodes: what was written to stderr meanwhile reaches it, after the decoding."""
+    from tracks.vision.data import folder
+
+    root = write_tree(tmp_path / "images", per_class=1)
+    paths = sorted(str(path) for path in root.rglob("*.jpg"))
+
+    def decode_saying(paths, size):  # as libjpeg does: on file descriptor 2, from outside Python's sys.stderr
+        os.write(2, b"Corrupt JPEG data: 3 extraneous bytes before marker 0xd9\n")
+        return np.zeros((len(paths), size, size, 3), np.uint8)
+
+    monkeypatch.setattr(folder, "_decode_with_tf", decode_saying)
+    capfd.readouterr()
+    images = folder.decode_images(paths, 8, log=quiet)
+    assert images.shape == (len(paths), 8, 8, 3)
+    assert "Corrupt JPEG data: 3 extraneous bytes" in capfd.readouterr().err
+
+
 def test_a_folder_refused_on_its_counts_is_not_decoded_or_cached(tmp_path, monkeypatch):
     root = write_tree(tmp_path / "images")  # 12 training images
     monkeypatch.setenv("RESIDUAL_KERAS_CACHE", str(tmp_path / "cache"))

@@ -9,8 +9,10 @@ track needs the whole training set in memory as numpy (per-pixel mean,
 seeded per-epoch order, fingerprints for --resume).
 """
 
+import contextlib
 import hashlib
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -151,11 +153,39 @@ def decode_images(paths, image_size, log=print):
     """
     import tensorflow as tf
 
-    try:
-        return _decode_with_tf(paths, image_size)
-    except tf.errors.OpError:
-        log("tf.data could not decode every image; decoding with PIL instead ...")
+    with _stderr_held() as said:  # libjpeg writes to the process's stderr from C ("Corrupt JPEG data: ...")
+        try:
+            images = _decode_with_tf(paths, image_size)
+        except tf.errors.OpError:
+            images = None
+    if images is not None:
+        sys.stderr.write(said[0])  # a damaged file the decoders still read: what they said of it stands
+        return images
+    # A file they could not read: PIL names it in one line (or reads a format TensorFlow lacks), so the C
+    # library's own lines, which name no file, are left out.
+    log("tf.data could not decode every image; decoding with PIL instead ...")
     return _decode_with_pil(paths, image_size)
+
+
+@contextlib.contextmanager
+def _stderr_held():
+    """File descriptor 2 sent to a temporary file while the block runs (every thread's writes, C's as well as
+    Python's); yields a list that holds what was written there once the block has ended."""
+    said = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield said
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                sink.seek(0)
+                said.append(sink.read().decode("utf-8", errors="replace"))
+    finally:
+        os.close(saved)
 
 
 def _decode_with_tf(paths, size):
