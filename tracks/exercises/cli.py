@@ -48,8 +48,8 @@ from tracks.exercises.submissions import shell_word
 # The sandbox for a whole class where the process sandbox cannot run (docs/grading.md, "A container").
 DOCKER_GRADE = ('docker run --rm --network none -v "$PWD/submissions:/class:ro" -v "$PWD/gradebook:/book" '
                 'residual-keras:cpu python -m tracks grade /class --out /book/run1')
-# grade --jobs: the most files at once per core the grader may use (4 files on 2 cores took 4 to 5 s each
-# alone: with every --jobs allowed, a file still has its 120 s by far; with 1000, right answers time out).
+# grade --jobs: the most files at once per core the grader may use. A file's --timeout counts wall time, so
+# far more files than cores would time out right answers (docs/grading.md, --jobs).
 JOBS_PER_CORE = 4
 
 
