@@ -173,7 +173,11 @@ def _stderr_held():
     Python's); yields a list that holds what was written there once the block has ended."""
     said = []
     sys.stderr.flush()
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 (a daemon's closed stderr): nothing to hold
+        yield [""]
+        return
     try:
         with tempfile.TemporaryFile() as sink:
             os.dup2(sink.fileno(), 2)
