@@ -28,6 +28,11 @@ OUT = ["--out", "new-run"]  # must not exist after any case
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # the CPU-time refusals, whatever the machine has
 WORKERS = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": %s}}'
 
+LONG_NAME = "a" * 300  # one name longer than the 255 bytes a file system takes
+LONG_PATH = "/".join(["b" * 200] * 25)  # names it takes, 5,024 bytes in all: more than its 4,096
+SHOWN = f"{'a' * 30}...{'a' * 30} (300 characters)"  # how a line shows LONG_NAME: its ends and its length
+TOO_LONG = f"{SHOWN} has a name of 300 bytes; a file system takes at most 255"
+
 # (module, argv, environment, what the one line says)
 CASES = [
     # The cases of issue 39.
@@ -130,6 +135,17 @@ CASES = [
     (L, ["sample", ""], {}, "argument run_dir: an empty path (''); name a file or folder"),
     (L, ["sample", "not-a-run", "--top-k", "\u0663"], {}, "argument --top-k: expected a whole number, got '\u0663'"),
     (V, ["diagnose", "--model", "", *OUT], {}, "argument --model: an empty path ('')"),
+    # Paths longer than a file system takes: refused from their text, before anything touches the disk.
+    (T, ["--out", LONG_NAME], {}, f"--out {TOO_LONG}; choose a shorter --out"),
+    (T, ["--out", LONG_PATH], {}, "(5,024 characters) is 5,024 bytes long; a file system takes at most 4096"),
+    (V, ["--resume", LONG_NAME], {}, f"argument --resume: {TOO_LONG}"),
+    (V, ["--data", "folder:" + LONG_NAME, *OUT], {}, f"data source folder:{TOO_LONG}"),
+    (L, ["--data", "text:" + LONG_NAME, *OUT], {}, f"data source text:{TOO_LONG}"),
+    (L, ["--data-dir", LONG_NAME, *OUT], {}, f"{TOO_LONG}; give a shorter path"),
+    (T, ["compare", LONG_NAME, "empty-run"], {}, f"argument run: {TOO_LONG}"),
+    (L, ["sample", LONG_NAME], {}, f"argument run_dir: {TOO_LONG}"),
+    (M, ["check", LONG_NAME + ".py"], {}, "(303 characters) has a name of 303 bytes"),
+    (M, ["grade", "no-such-class", "--out", LONG_PATH], {}, "is 5,024 bytes long; a file system takes at most 4096"),
     # The exercises and the grader (python -m tracks ...).
     (M, ["check", "no-such-solution.py"], {}, "no such file: no-such-solution.py"),
     (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),

@@ -263,3 +263,32 @@ def test_a_module_that_fails_to_import_is_one_line(source, said, small_model, tm
     _refused(toy_main, argv, capsys, said, tmp_path)
 
 
+
+
+def test_a_path_too_long_that_no_option_check_read_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """The options refuse the paths they read (test_bad_input.py); any other path the file system finds too
+    long (a file a command makes inside a long folder, say) ends the track's or the grader's command in one
+    line with exit 2, the path shown by its ends."""
+    import errno
+    import os
+
+    from tracks.__main__ import main as tracks_main
+    from tracks.common import cli as track_cli
+    from tracks.exercises import cli as exercises_cli
+
+    def too_long(*args, **kwargs):
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), "c" * 5000)
+
+    said = f"error: {'c' * 80}...{'c' * 80} (5,000 characters): {os.strerror(errno.ENAMETOOLONG)}\n"
+    monkeypatch.setattr(track_cli, "train_command", too_long)
+    monkeypatch.setattr(exercises_cli, "_main", too_long)
+    for main, argv in ((toy_main, ["--out", "run"]), (tracks_main, ["check", "mine.py"])):
+        code, out, err = run_cli(main, argv, capsys)
+        assert (code, out, err) == (2, "", said), argv
+
+    def other_error(*args, **kwargs):  # any other OSError is not a path's length: not turned into this line
+        raise OSError(errno.EIO, os.strerror(errno.EIO), "disk")
+
+    monkeypatch.setattr(exercises_cli, "_main", other_error)
+    with pytest.raises(OSError, match="Input/output error"):
+        tracks_main(["check", "mine.py"])

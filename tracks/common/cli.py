@@ -17,6 +17,7 @@ and SIGTERM), given plain functions: how the run starts
 `run.diagnose_one_run`); diagnose --model too.
 """
 
+import errno
 import functools
 import sys
 
@@ -30,6 +31,7 @@ from tracks.common.environment import check_tensorflow_installed, configure_proc
 from tracks.common.options import OneLineParser, train_parser
 from tracks.common.resume import check_run, refuse_data_dir_not_a_folder, start_or_resume
 from tracks.common.run import diagnose_one_run
+from tracks.common.run_directory import describe_os_error
 from tracks.common.tfds_source import prefetch
 
 
@@ -60,6 +62,10 @@ def main(track, argv=None):
             word, code = interruption(error)
             warn(word)
             return code
+        except OSError as error:
+            if error.errno == errno.ENAMETOOLONG:  # a path no option check read (they refuse the ones they read)
+                return fail(describe_os_error(error))
+            raise
 
 
 def train_command(track, argv, environment):

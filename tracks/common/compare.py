@@ -31,6 +31,7 @@ import json
 import math
 import pathlib
 
+from tracks.common.config import path_option
 from tracks.common.console import fail, log
 from tracks.common.environment import configure_process, read_environment
 from tracks.common.options import OneLineParser
@@ -264,8 +265,8 @@ def compare_command(track, argv):
         prog=f"{track.prog} compare",
         description="Print a run's numbers beside a reference run's (docs/reference/...), with the "
                     "lab sheet's tolerance bands, and mark what lies outside them.")
-    parser.add_argument("run", help="the run directory to check")
-    parser.add_argument("reference", help=f"the reference run, e.g. docs/reference/{track.name}-...")
+    parser.add_argument("run", type=path_option, help="the run directory to check")
+    parser.add_argument("reference", type=path_option, help=f"the reference run, e.g. docs/reference/{track.name}-...")
     args = parser.parse_args(argv)
     try:
         run, run_config = load_run(args.run, "RUN", track.name)

@@ -17,6 +17,8 @@ import re
 import types
 import typing
 
+from tracks.common.option_ranges import path_length_problem
+
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
 STRATEGIES = ("none", "mirrored", "multiworker")
@@ -91,10 +93,13 @@ whole.__name__ = "int"
 
 
 def path_option(text):
-    """A path option's value, `~` expanded as the shell does unquoted. An empty text is refused: `pathlib`
-    reads it as the current folder, which nobody who typed '' meant."""
+    """A path option's value, `~` expanded as the shell does unquoted. An empty text is refused (`pathlib`
+    reads it as the current folder, which nobody who typed '' meant), and one too long for a file system."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"an empty path ({text!r}); name a file or folder")
+    too_long = path_length_problem(text)
+    if too_long:
+        raise argparse.ArgumentTypeError(too_long)
     return os.path.expanduser(text)
 
 

@@ -107,6 +107,32 @@ def min_head_dim():
     raise LookupError(f"{origin} defines no MIN_HEAD_DIM")
 
 
+# The longest name of one file or folder, and the longest path, that Linux's file systems take (NAME_MAX and
+# PATH_MAX; macOS: 255 and 1024, Windows: 255 and 260 unless long paths are on). Past them every call on the
+# path fails with "File name too long".
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def shown_path(path, keep=60):
+    """A path as an error line shows it: a long one by its start, its end and its length."""
+    text = str(path)
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]} ({len(text):,} characters)"
+
+
+def path_length_problem(path):
+    """Why `path` is too long for the file system, from its text alone, or None: one of its names is longer than
+    NAME_MAX bytes, or the whole is longer than PATH_MAX."""
+    encoded = os.fsencode(os.path.expanduser(str(path)))
+    longest = max(encoded.split(b"/"), key=len)
+    if len(longest) > NAME_MAX:
+        return (f"{shown_path(path)} has a name of {len(longest):,} bytes; a file system takes at most "
+                f"{NAME_MAX}")
+    if len(encoded) > PATH_MAX:
+        return f"{shown_path(path)} is {len(encoded):,} bytes long; a file system takes at most {PATH_MAX}"
+    return None
+
+
 def nearest_existing(path):
     """The deepest folder (or file) of `path`'s ancestors, `path` itself included, that exists."""
     place = pathlib.Path(path).expanduser().absolute()
@@ -132,5 +158,6 @@ def out_problem(out, option="--out"):
     return f"{option} {out}: {problem}; choose another {option}" if problem else None
 
 
-__all__ = ["MAX_INTEGER", "MAX_SEED", "check_counts", "check_depths", "check_finite_floats", "check_integer_sizes",
-           "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "out_problem", "place_problem", "whole_number"]
+__all__ = ["MAX_INTEGER", "MAX_SEED", "NAME_MAX", "PATH_MAX", "check_counts", "check_depths", "check_finite_floats",
+           "check_integer_sizes", "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "out_problem",
+           "path_length_problem", "place_problem", "shown_path", "whole_number"]

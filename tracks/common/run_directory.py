@@ -32,7 +32,7 @@ import pathlib
 import shutil
 
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
-from tracks.common.option_ranges import place_problem
+from tracks.common.option_ranges import path_length_problem, place_problem, shown_path
 
 try:
     import fcntl
@@ -69,7 +69,7 @@ def describe_os_error(error, folder=None):
     """'FILE: reason' for an `OSError`: the file first where it is known, else the folder it was being written in
     (a full disk fails a write, which names no file), else "a file"."""
     if error.filename is not None:
-        where = error.filename
+        where = shown_path(error.filename, keep=160)  # a path of thousands of characters: its ends and length
     else:
         where = f"a file in {folder}" if folder is not None else "a file"
     return f"{where}: {error.strerror or error}"
@@ -108,6 +108,9 @@ class RunDirectory:
         if not str(out).strip():
             raise ConfigError(f"--out {str(out)!r} names no directory; give one, or leave --out out for a new one "
                               "under runs/")
+        too_long = path_length_problem(out)
+        if too_long:
+            raise ConfigError(f"--out {too_long}; choose a shorter --out")
         path = pathlib.Path(out).expanduser()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")

@@ -25,6 +25,7 @@ ended (`grade` keeps the files graded before it: gradebook.py).
 """
 
 import argparse
+import errno
 import json
 import math
 import pathlib
@@ -356,6 +357,10 @@ def main(argv):
             word, code = interruption(error)
             print(f"{word}: nothing was written", file=sys.stderr, flush=True)
             return code
+        except OSError as error:
+            if error.errno == errno.ENAMETOOLONG:  # a path no option check read (they refuse the ones they read)
+                return fail(describe_os_error(error))
+            raise
 
 
 def _main(command, rest):

@@ -7,6 +7,8 @@ NumPy and TensorFlow, reads the same forms from here.
 
 import os
 
+from tracks.common.option_ranges import path_length_problem
+
 SOURCES = ("auto", "tiny_shakespeare", "pydoc", "text:PATH")
 TINY_SHAKESPEARE = "tiny_shakespeare"
 TINY_SHAKESPEARE_HOST = "raw.githubusercontent.com"  # where TFDS downloads it from
@@ -26,6 +28,9 @@ def parse_source(source):
         path = stripped[len("text:"):].strip()
         if not path:
             raise ValueError(f"data source {source!r} names no file: use 'text:PATH'")
+        too_long = path_length_problem(path)
+        if too_long:
+            raise ValueError(f"data source text:{too_long}")
         return "text:" + os.path.abspath(os.path.expanduser(path))
     if stripped.lower() in ("auto", TINY_SHAKESPEARE, "pydoc"):
         return stripped.lower()
