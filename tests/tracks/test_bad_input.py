@@ -136,16 +136,21 @@ CASES = [
     (L, ["sample", "not-a-run", "--top-k", "\u0663"], {}, "argument --top-k: expected a whole number, got '\u0663'"),
     (V, ["diagnose", "--model", "", *OUT], {}, "argument --model: an empty path ('')"),
     # Paths longer than a file system takes: refused from their text, before anything touches the disk.
-    (T, ["--out", LONG_NAME], {}, f"--out {TOO_LONG}; choose a shorter --out"),
+    (T, ["--out", LONG_NAME], {}, f"--out {TOO_LONG}; choose another --out"),
     (T, ["--out", LONG_PATH], {}, "(5,024 characters) is 5,024 bytes long; a file system takes at most 4096"),
     (V, ["--resume", LONG_NAME], {}, f"argument --resume: {TOO_LONG}"),
     (V, ["--data", "folder:" + LONG_NAME, *OUT], {}, f"data source folder:{TOO_LONG}"),
     (L, ["--data", "text:" + LONG_NAME, *OUT], {}, f"data source text:{TOO_LONG}"),
-    (L, ["--data-dir", LONG_NAME, *OUT], {}, f"{TOO_LONG}; give a shorter path"),
+    (L, ["--data-dir", LONG_NAME, *OUT], {}, f"{TOO_LONG}; give another folder"),
     (T, ["compare", LONG_NAME, "empty-run"], {}, f"argument run: {TOO_LONG}"),
     (L, ["sample", LONG_NAME], {}, f"argument run_dir: {TOO_LONG}"),
     (M, ["check", LONG_NAME + ".py"], {}, "(303 characters) has a name of 303 bytes"),
     (M, ["grade", "no-such-class", "--out", LONG_PATH], {}, "is 5,024 bytes long; a file system takes at most 4096"),
+    # Bytes that are not UTF-8 in a path a track hands to TensorFlow (its writers refused them mid-run).
+    (T, ["--out", "run\udcff"], {}, "--out run\\xff is not UTF-8 text (TensorFlow takes UTF-8 paths only); "
+     "choose another --out"),
+    (V, ["--resume", "run\udcff"], {}, "argument --resume: run\\xff is not UTF-8 text"),
+    (V, ["--data", "folder:images\udcff", *OUT], {}, "data source folder:images\\xff is not UTF-8 text"),
     # The exercises and the grader (python -m tracks ...).
     (M, ["check", "no-such-solution.py"], {}, "no such file: no-such-solution.py"),
     (M, ["exercises", "start", "99", "new-run"], {}, "no exercise 99"),

@@ -555,6 +555,15 @@ def test_folder_errors_name_the_problem(tmp_path, damage, words):
         assert word in message
 
 
+def test_an_image_whose_name_is_not_utf8_is_named_before_anything_is_decoded(tmp_path):
+    """TensorFlow's decoders take UTF-8 paths only: such a name is refused with the file shown, escaped."""
+    root = write_tree(tmp_path / "images", per_class=3)
+    os.rename(root / "train" / "dog" / "1.png", os.fsdecode(os.fsencode(root / "train" / "dog") + b"/\xff.png"))
+    with pytest.raises(ValueError, match=r"train/dog/\\xff\.png is not UTF-8 text \(TensorFlow takes UTF-8 paths "
+                                         r"only\); rename it"):
+        load_vision_data(f"folder:{root}", log=quiet)
+
+
 def test_a_truncated_jpeg_is_named_in_one_line_without_the_c_librarys_own(tmp_path, capfd):
     """libjpeg writes its complaint to the process's stderr from C and names no file; the refusal names it."""
     root = write_tree(tmp_path / "images", per_class=3)

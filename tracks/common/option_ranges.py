@@ -133,6 +133,27 @@ def path_length_problem(path):
     return None
 
 
+def printable_path(path):
+    """A path as an error line can print it: bytes that are not UTF-8 as escapes (b'\\xff' as \\xff)."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
+def utf8_path_problem(path):
+    """Why TensorFlow could not take `path`, or None: its name holds bytes that are not UTF-8 text (Python keeps
+    them as surrogates; TensorFlow's file functions and TensorBoard's writer refuse them mid-run)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{printable_path(path)} is not UTF-8 text (TensorFlow takes UTF-8 paths only)"
+    return None
+
+
+def tensorflow_path_problem(path):
+    """Why a path a track hands to TensorFlow (a run's folder, its data) would fail there, from its text alone,
+    or None: too long for the file system, or not UTF-8 text."""
+    return path_length_problem(path) or utf8_path_problem(path)
+
+
 def nearest_existing(path):
     """The deepest folder (or file) of `path`'s ancestors, `path` itself included, that exists."""
     place = pathlib.Path(path).expanduser().absolute()
@@ -160,4 +181,6 @@ def out_problem(out, option="--out"):
 
 __all__ = ["MAX_INTEGER", "MAX_SEED", "NAME_MAX", "PATH_MAX", "check_counts", "check_depths", "check_finite_floats",
            "check_integer_sizes", "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "out_problem",
-           "path_length_problem", "place_problem", "shown_path", "whole_number"]
+           "path_length_problem", "place_problem", "printable_path", "shown_path", "tensorflow_path_problem",
+           "utf8_path_problem",
+           "whole_number"]

@@ -16,7 +16,7 @@ import importlib.util
 import pathlib
 
 from tracks.common.config import add_config_options, option_name
-from tracks.common.option_ranges import path_length_problem
+from tracks.common.option_ranges import tensorflow_path_problem
 
 # Options that say how or where a run computes, not what it computes: given
 # with --resume they apply (another machine, another number of GPUs). Every
@@ -126,9 +126,9 @@ def _run_directory_name(text):
     """--resume's value: a name (an empty one would read as "no --resume" and start a new run)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"{text!r} names no run directory; give the folder of the run to continue")
-    too_long = path_length_problem(text)
-    if too_long:
-        raise argparse.ArgumentTypeError(too_long)
+    unusable = tensorflow_path_problem(text)
+    if unusable:
+        raise argparse.ArgumentTypeError(unusable)
     return text
 
 

@@ -20,7 +20,7 @@ from tracks.common.config import ConfigError, config_from_args, given_options, o
 from tracks.common.console import log
 from tracks.common.environment import check_cache_directory, check_strategy, configure_process
 from tracks.common.limits import refuse_beyond_machine
-from tracks.common.option_ranges import check_integer_sizes, path_length_problem
+from tracks.common.option_ranges import check_integer_sizes, tensorflow_path_problem
 from tracks.common.options import APPLIED_ON_RESUME
 from tracks.common.run import load
 from tracks.common.run_directory import RunDirectory, RunFileError
@@ -130,9 +130,9 @@ def refuse_data_dir_not_a_folder(data_dir, purpose="for the data sets"):
     fine: a download makes it. `purpose`: what the folder is for, as the message says it."""
     if data_dir is not None and (not data_dir.strip() or os.path.isfile(os.path.expanduser(data_dir))):
         raise ConfigError(f"--data-dir {data_dir!r} names no folder {purpose}; give a folder's path")
-    too_long = data_dir is not None and path_length_problem(data_dir)
-    if too_long:
-        raise ConfigError(f"--data-dir {too_long}; give a shorter path")
+    unusable = data_dir is not None and tensorflow_path_problem(data_dir)
+    if unusable:
+        raise ConfigError(f"--data-dir {unusable}; give another folder")
 
 
 def refuse_out_inside_data(out, data):

@@ -32,7 +32,7 @@ import pathlib
 import shutil
 
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
-from tracks.common.option_ranges import path_length_problem, place_problem, shown_path
+from tracks.common.option_ranges import place_problem, shown_path, tensorflow_path_problem
 
 try:
     import fcntl
@@ -108,9 +108,9 @@ class RunDirectory:
         if not str(out).strip():
             raise ConfigError(f"--out {str(out)!r} names no directory; give one, or leave --out out for a new one "
                               "under runs/")
-        too_long = path_length_problem(out)
-        if too_long:
-            raise ConfigError(f"--out {too_long}; choose a shorter --out")
+        unusable = tensorflow_path_problem(out)
+        if unusable:
+            raise ConfigError(f"--out {unusable}; choose another --out")
         path = pathlib.Path(out).expanduser()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")

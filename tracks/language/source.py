@@ -7,7 +7,7 @@ NumPy and TensorFlow, reads the same forms from here.
 
 import os
 
-from tracks.common.option_ranges import path_length_problem
+from tracks.common.option_ranges import tensorflow_path_problem
 
 SOURCES = ("auto", "tiny_shakespeare", "pydoc", "text:PATH")
 TINY_SHAKESPEARE = "tiny_shakespeare"
@@ -28,9 +28,9 @@ def parse_source(source):
         path = stripped[len("text:"):].strip()
         if not path:
             raise ValueError(f"data source {source!r} names no file: use 'text:PATH'")
-        too_long = path_length_problem(path)
-        if too_long:
-            raise ValueError(f"data source text:{too_long}")
+        unusable = tensorflow_path_problem(path)
+        if unusable:
+            raise ValueError(f"data source text:{unusable}")
         return "text:" + os.path.abspath(os.path.expanduser(path))
     if stripped.lower() in ("auto", TINY_SHAKESPEARE, "pydoc"):
         return stripped.lower()

@@ -7,7 +7,7 @@ TensorFlow, reads the same forms from here.
 
 import os
 
-from tracks.common.option_ranges import path_length_problem
+from tracks.common.option_ranges import tensorflow_path_problem
 
 SOURCE_FORMS = ("auto", "cifar10", "synthetic", "folder:PATH")
 CIFAR10_HOST = "www.cs.toronto.edu"  # where TFDS downloads CIFAR-10 from
@@ -34,9 +34,9 @@ def parse_source(source):
                 f"data source {source!r} has no path: use folder:PATH, PATH holding "
                 f"train/ and test/."
             )
-        too_long = path_length_problem(path)
-        if too_long:
-            raise ValueError(f"data source folder:{too_long}")
+        unusable = tensorflow_path_problem(path)
+        if unusable:
+            raise ValueError(f"data source folder:{unusable}")
         path = os.path.abspath(os.path.expanduser(path))
         if not os.path.isdir(path):
             raise ValueError(

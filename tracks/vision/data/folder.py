@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 
 from tracks.common.input_pipeline import PARALLEL_CALLS, without_autotune
+from tracks.common.option_ranges import utf8_path_problem
 
 # Files in a folder source that are read as images (as torchvision's ImageFolder).
 IMAGE_EXTENSIONS = (
@@ -60,6 +61,9 @@ def _list_split(root, split):
                 if filename.startswith(".") or not filename.lower().endswith(IMAGE_EXTENSIONS):
                     continue
                 path = os.path.join(directory, filename)
+                unusable = utf8_path_problem(path)
+                if unusable:  # TensorFlow's decoders take UTF-8 paths only
+                    raise ValueError(f"image file {unusable}; rename it.")
                 stat = os.stat(path)
                 if stat.st_size == 0:
                     raise ValueError(f"image file {path} is empty (0 bytes).")
