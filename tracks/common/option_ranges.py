@@ -182,5 +182,4 @@ def out_problem(out, option="--out"):
 __all__ = ["MAX_INTEGER", "MAX_SEED", "NAME_MAX", "PATH_MAX", "check_counts", "check_depths", "check_finite_floats",
            "check_integer_sizes", "check_seed", "check_seeds", "min_head_dim", "nearest_existing", "out_problem",
            "path_length_problem", "place_problem", "printable_path", "shown_path", "tensorflow_path_problem",
-           "utf8_path_problem",
-           "whole_number"]
+           "utf8_path_problem", "whole_number"]

@@ -152,8 +152,6 @@ def check(files, as_json=False, seed=None, limits=SubmissionLimits()):
     return 0 if all(report["passed"] for report in reports) else 1
 
 
-
-
 def _limit(minimum, maximum):
     """An argparse type for a file's limit: a finite number of at least `minimum` and at most `maximum`."""
     def parse(text):
@@ -388,7 +386,7 @@ def _main(command, rest):
         parser.add_argument("--out", required=True, type=path_option, help="the gradebook's folder (new, or empty)")
         parser.add_argument("--jobs", type=_jobs, default=1,
                             help=f"files graded at once (a whole number >= 1, at most {JOBS_PER_CORE} per core; "
-                                 f"one per core is right)")
+                                 "one per core is right)")
         parser.add_argument("--scores", metavar="FILE", type=path_option,
                             help="points per check, a TOML or JSON file (default: 1 point per check; "
                                  "docs/grading.md)")
