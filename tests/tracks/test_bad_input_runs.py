@@ -279,7 +279,7 @@ def test_a_path_too_long_that_no_option_check_read_is_one_line_not_a_traceback(m
     def too_long(*args, **kwargs):
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), "c" * 5000)
 
-    said = f"error: {'c' * 80}...{'c' * 80} (5,000 characters): {os.strerror(errno.ENAMETOOLONG)}\n"
+    said = f"error: {'c' * 200}...{'c' * 200} (5,000 characters): {os.strerror(errno.ENAMETOOLONG)}\n"
     monkeypatch.setattr(track_cli, "train_command", too_long)
     monkeypatch.setattr(exercises_cli, "_main", too_long)
     for main, argv in ((toy_main, ["--out", "run"]), (tracks_main, ["check", "mine.py"])):

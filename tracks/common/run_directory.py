@@ -69,7 +69,7 @@ def describe_os_error(error, folder=None):
     """'FILE: reason' for an `OSError`: the file first where it is known, else the folder it was being written in
     (a full disk fails a write, which names no file), else "a file"."""
     if error.filename is not None:
-        where = shown_path(error.filename, keep=160)  # a path of thousands of characters: its ends and length
+        where = shown_path(error.filename, keep=400)  # a path of thousands of characters: its ends and length
     else:
         where = f"a file in {folder}" if folder is not None else "a file"
     return f"{where}: {error.strerror or error}"
