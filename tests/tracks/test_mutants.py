@@ -3,7 +3,8 @@
 scripts/mutants.py writes every mutant its operators make of each solution
 in solutions/ and grades them as one class with the real grader
 (`python -m tracks grade`, each file confined in its own process). The slow
-test does that on two seeds and fails on any mutant that passes every
+test does that on two seeds (CI runs the first; the second is a maintainer's,
+docs/maintainers.md) and fails on any mutant that passes every
 check and is not listed in tests/exercise_fixtures/equivalent_mutants.toml
 (a hole in the checks), and on any listed one that was killed (a stale
 entry, or a grader that fails a right answer). The fast tests check the
