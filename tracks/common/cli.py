@@ -17,7 +17,6 @@ and SIGTERM), given plain functions: how the run starts
 `run.diagnose_one_run`); diagnose --model too.
 """
 
-import errno
 import functools
 import sys
 
@@ -31,7 +30,7 @@ from tracks.common.environment import check_tensorflow_installed, configure_proc
 from tracks.common.options import OneLineParser, train_parser
 from tracks.common.resume import check_run, refuse_data_dir_not_a_folder, start_or_resume
 from tracks.common.run import diagnose_one_run
-from tracks.common.run_directory import describe_os_error
+from tracks.common.run_directory import refuse_a_long_path
 from tracks.common.tfds_source import prefetch
 
 
@@ -63,9 +62,7 @@ def main(track, argv=None):
             warn(word)
             return code
         except OSError as error:
-            if error.errno == errno.ENAMETOOLONG:  # a path no option check read (they refuse the ones they read)
-                return fail(describe_os_error(error))
-            raise
+            return refuse_a_long_path(error)
 
 
 def train_command(track, argv, environment):

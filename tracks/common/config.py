@@ -10,6 +10,7 @@ written to `config.json` in the run directory, which `--resume` reads back.
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import re
 import types
 import typing
 
-from tracks.common.option_ranges import path_length_problem
+from tracks.common.option_ranges import path_length_problem, tensorflow_path_problem
 
 PRECISIONS = ("auto", "bf16", "fp32")
 XLA_CHOICES = ("auto", "on", "off")
@@ -92,15 +93,22 @@ def whole(text):
 whole.__name__ = "int"
 
 
-def path_option(text):
+def path_option(text, problem=path_length_problem, remedy="name a file or folder"):
     """A path option's value, `~` expanded as the shell does unquoted. An empty text is refused (`pathlib`
-    reads it as the current folder, which nobody who typed '' meant), and one too long for a file system."""
+    reads it as the current folder, which nobody who typed '' meant), and one that `problem` finds unusable
+    from its text alone (by default, one too long for a file system)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"an empty path ({text!r}); name a file or folder")
-    too_long = path_length_problem(text)
-    if too_long:
-        raise argparse.ArgumentTypeError(too_long)
+        raise argparse.ArgumentTypeError(f"an empty path ({text!r}); {remedy}")
+    unusable = problem(text)
+    if unusable:
+        raise argparse.ArgumentTypeError(unusable)
     return os.path.expanduser(text)
+
+
+# --resume's value: an empty one would read as "no --resume" and start a new run; the run's folder goes to
+# TensorFlow's file functions and TensorBoard's writer, which take UTF-8 paths only.
+run_directory_option = functools.partial(path_option, problem=tensorflow_path_problem,
+                                         remedy="give the folder of the run to continue")
 
 
 def _parse_tuple(item_type, name):

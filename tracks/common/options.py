@@ -15,8 +15,7 @@ import importlib.metadata
 import importlib.util
 import pathlib
 
-from tracks.common.config import add_config_options, option_name
-from tracks.common.option_ranges import tensorflow_path_problem
+from tracks.common.config import add_config_options, option_name, run_directory_option
 
 # Options that say how or where a run computes, not what it computes: given
 # with --resume they apply (another machine, another number of GPUs). Every
@@ -112,7 +111,7 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
         help="run even when the estimate from the config exceeds this machine (more memory than it has, "
              "or more than a day on a CPU), which is otherwise refused with the estimate")
     parser.add_argument(
-        "--resume", default=None, metavar="RUN_DIR", type=_run_directory_name,
+        "--resume", default=None, metavar="RUN_DIR", type=run_directory_option,
         help="continue an interrupted run: finished models are skipped, the one in training "
              "resumes from its last epoch; the run's own config.json is used (of the other "
              f"options only {', '.join(option_name(name) for name in APPLIED_ON_RESUME)} may be given)",
@@ -120,16 +119,6 @@ def train_parser(prog, description, config_cls, presets, default_preset, epilog=
     add_config_options(parser, config_cls)
     parser.setup_preset_help(config_cls, presets)
     return parser
-
-
-def _run_directory_name(text):
-    """--resume's value: a name (an empty one would read as "no --resume" and start a new run)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} names no run directory; give the folder of the run to continue")
-    unusable = tensorflow_path_problem(text)
-    if unusable:
-        raise argparse.ArgumentTypeError(unusable)
-    return text
 
 
 def package_version():

@@ -26,12 +26,14 @@ A file that is damaged anyway (edited by hand, a broken disk) is a
 """
 
 import datetime
+import errno
 import json
 import os
 import pathlib
 import shutil
 
 from tracks.common.config import ConfigError, config_from_dict, config_to_dict, write_json
+from tracks.common.console import fail
 from tracks.common.option_ranges import place_problem, shown_path, tensorflow_path_problem
 
 try:
@@ -75,6 +77,14 @@ def describe_os_error(error, folder=None):
     return f"{where}: {error.strerror or error}"
 
 
+def refuse_a_long_path(error):
+    """A command's last word on an `OSError` that reached its `main`: `fail`'s one line (exit 2) for a path too
+    long for the file system, one no option read (each path option refuses those it reads); any other is
+    raised again."""
+    if error.errno != errno.ENAMETOOLONG:
+        raise error
+    return fail(describe_os_error(error))
+
 
 def _refuse_if_not_empty(path, reuse_hint):
     """`ConfigError` for a directory that holds something: the lock, and a config.json.tmp of a run killed
@@ -82,6 +92,7 @@ def _refuse_if_not_empty(path, reuse_hint):
     if path.is_dir() and any(entry.name != LOCK_NAME and entry.suffix != ".tmp" for entry in path.iterdir()):
         hint = reuse_hint if (path / "config.json").is_file() else "choose another --out"
         raise ConfigError(f"{path} already exists and is not empty; " + hint.format(path=path))
+
 
 class RunDirectory:
     """Paths and bookkeeping of one run of a track, locked for one process.

@@ -25,7 +25,6 @@ ended (`grade` keeps the files graded before it: gradebook.py).
 """
 
 import argparse
-import errno
 import json
 import math
 import pathlib
@@ -38,7 +37,7 @@ from tracks.common.config import path_option, whole
 from tracks.common.console import fail
 from tracks.common.limits import usable_cores
 from tracks.common.option_ranges import nearest_existing, whole_number
-from tracks.common.run_directory import describe_os_error
+from tracks.common.run_directory import describe_os_error, refuse_a_long_path
 from tracks.exercises.catalogue import BY_NUMBER, EXERCISES
 from tracks.exercises.exercise import required
 from tracks.exercises.sandbox import (MAX_DISK_MB, MAX_MEMORY_GB, MAX_SECONDS, MIN_DISK_MB, MIN_MEMORY_GB,
@@ -356,9 +355,7 @@ def main(argv):
             print(f"{word}: nothing was written", file=sys.stderr, flush=True)
             return code
         except OSError as error:
-            if error.errno == errno.ENAMETOOLONG:  # a path no option check read (they refuse the ones they read)
-                return fail(describe_os_error(error))
-            raise
+            return refuse_a_long_path(error)
 
 
 def _main(command, rest):
