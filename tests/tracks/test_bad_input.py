@@ -66,7 +66,8 @@ CASES = [
     (V, ["--train-size", "0", *OUT], {}, "--train-size must be >= 1"),
     (V, ["--preset", "paper", *OUT], NO_GPU, "more than a day: lower the sizes, or add --force"),
     (V, ["--resume", "no-such-run"], {}, "--resume no-such-run: no such directory"),
-    (T, ["--resume="], {}, "argument --resume: an empty path (''); give the folder of the run to continue"),  # not "no --resume": a new run
+    # not "no --resume", which would start a new run:
+    (T, ["--resume="], {}, "argument --resume: an empty path (''); give the folder of the run to continue"),
     (L, ["--resume", " "], {}, "argument --resume: an empty path (' ')"),
     (V, ["--resume", "notes/ideas.txt"], {}, "--resume notes/ideas.txt: a file, not a run directory"),
     (L, ["--sample-chars", "4294967296", *OUT], {}, "--sample-chars must be at most 100,000"),
