@@ -24,10 +24,11 @@ trainable parameters, and a peer whose count differs from our model's is an
 error, not a ratio.
 
 `--emulate-isa avx2` runs every measured process (ours, the peers, the
-peak) with the instruction-set caps of benchmarks/emulate_isa.py, as on a
-CPU with AVX2 and no AVX-512; the package then sets itself up as on such a
-CPU (tracks/common/cpu_settings.py: `apply_cpu_settings`). The JSON's
-`meta.emulated_isa` and each model's `cpu_settings` say so.
+peak) as on a CPU with AVX2 and no AVX-512 (benchmarks/emulate_isa.py: CPUID
+masked where Linux can trap it, else each library's own cap); the package then
+sets itself up as on such a CPU (tracks/common/cpu_settings.py:
+`apply_cpu_settings`). The JSON's `meta.emulated_isa` and `meta.emulated_by`,
+and each model's `cpu_settings`, say so.
 
 Each model's work per image / token is counted from its architecture
 (benchmarks/flops.py), and set against this machine's fp32 peak, measured
@@ -54,7 +55,7 @@ from benchmarks.flops import (  # noqa: E402  (after the path is set)
     char_gpt_forward_flops,
     cifar_resnet_forward_flops,
 )
-from benchmarks.emulate_isa import EMULATIONS, emulated_environment  # noqa: E402
+from benchmarks.emulate_isa import EMULATIONS, emulation  # noqa: E402
 from tracks.common.cpu_settings import BF16_CPU_FLAGS  # noqa: E402  (standard library only: no TensorFlow)
 
 MODELS = {
@@ -393,8 +394,9 @@ def main(argv=None):
         cpu = cpu_identity(pathlib.Path("/proc/cpuinfo").read_text())
     except OSError:
         cpu = {}
-    environment = emulated_environment(args.emulate_isa)
-    emulated = f"; emulating {args.emulate_isa.upper()} (benchmarks/emulate_isa.py)" if args.emulate_isa else ""
+    environment, emulated_by = emulation(args.emulate_isa)
+    emulated = (f"; emulating {args.emulate_isa.upper()} by {emulated_by} (benchmarks/emulate_isa.py)"
+                if args.emulate_isa else "")
     print(f"CPU: {describe_cpu(cpu)} ({os.cpu_count()} cores){emulated}")
     print("fp32 peak (numpy's and TensorFlow's matrix products, 24 s) ...", flush=True)
     peak_before = machine_peak(environment)
@@ -416,7 +418,8 @@ def main(argv=None):
     print(f"fp32 peak after the models: {describe_peak(peak_after)}")
     print(f"load average after (1, 5, 15 min): {', '.join(f'{value:.2f}' for value in os.getloadavg())}")
     meta = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu": cpu,
-            "emulated_isa": args.emulate_isa, "load_average_before": load_before, "load_average_after": os.getloadavg(),
+            "emulated_isa": args.emulate_isa, "emulated_by": emulated_by,
+            "load_average_before": load_before, "load_average_after": os.getloadavg(),
             "peers": peers_available, "fp32_peak_before": peak_before, "fp32_peak_after": peak_after}
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -208,9 +208,14 @@ def test_the_avx2_emulation_caps_every_library_and_the_package_reads_it():
                                               "OPENBLAS_CORETYPE")} == {
         "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
         "OPENBLAS_CORETYPE": "Haswell"}
+    # Without the CPUID mask nothing else caps YNNPACK, so it is switched off; with it, YNNPACK stays on.
     assert environment["XLA_FLAGS"].split() == ["--xla_dump_to=x", "--xla_cpu_max_isa=AVX2",
                                                 "--xla_cpu_experimental_ynn_fusion_type="]
     assert environment["PATH"] == "/bin" and "TF_ENABLE_ONEDNN_OPTS" not in environment
+    assert "LD_PRELOAD" not in environment
+    masked = emulated_environment("avx2", {"LD_PRELOAD": "/lib/other.so"}, cpuid_mask="/tmp/mask.so")
+    assert masked["LD_PRELOAD"] == "/tmp/mask.so /lib/other.so"
+    assert masked["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2"
     assert emulated_environment(None, {"PATH": "/bin"}) == {"PATH": "/bin"}
     with pytest.raises(ValueError, match="'avx1'"):
         emulated_environment("avx1", {})
@@ -218,3 +223,39 @@ def test_the_avx2_emulation_caps_every_library_and_the_package_reads_it():
     if kind.isa != "unknown":  # a Linux x86 machine with AVX2 or newer: seen as an AVX2 CPU
         assert (kind.isa, kind.tensorflow_onednn) == ("avx2", False)
         assert choose_cpu_settings(kind, environment).variables == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+def test_only_a_cpu_whose_flags_list_cpuid_fault_has_its_cpuid_masked():
+    from benchmarks.emulate_isa import cpuid_can_be_trapped
+
+    assert cpuid_can_be_trapped("processor\t: 0\nflags\t\t: fpu avx2 cpuid_fault hypervisor\n")
+    assert not cpuid_can_be_trapped("processor\t: 0\nflags\t\t: fpu avx2 cpuid hypervisor\n")
+    assert not cpuid_can_be_trapped("")
+
+
+CPU_FEATURES = "from numpy._core._multiarray_umath import __cpu_features__ as f; print(f['AVX512F'], f['AVX2'])"
+
+
+def test_the_masked_cpuid_shows_an_avx2_cpu_and_leaves_every_other_segfault_fatal(tmp_path):
+    # numpy reads CPUID when it loads: under the mask it sees AVX2 and no AVX-512, in the process and in a child.
+    # A real segmentation fault still reaches Python's faulthandler and ends the process, and so does a
+    # SIGSEGV sent by kill: the mask answers only the CPUID instruction.
+    import sys
+
+    from benchmarks.emulate_isa import build_cpuid_mask, emulated_environment
+
+    if " avx2 " not in f" {pathlib.Path('/proc/cpuinfo').read_text()} ".replace("\n", " "):
+        pytest.skip("no AVX2 on this CPU to emulate")
+    library, why_not = build_cpuid_mask("avx2", cache=tmp_path)
+    if library is None:
+        pytest.skip(f"CPUID cannot be masked here: {why_not}")
+    environment = emulated_environment("avx2", cpuid_mask=library)
+    child = f"import subprocess, sys; {CPU_FEATURES}; subprocess.run([sys.executable, '-c', {CPU_FEATURES!r}])"
+    seen = subprocess.run([sys.executable, "-c", child], env=environment, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.split() == ["False", "True"] * 2, seen.stderr[-500:]
+    fault = subprocess.run([sys.executable, "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)"],
+                           env=environment, capture_output=True, text=True, timeout=60)
+    assert fault.returncode == -11 and "Fatal Python error: Segmentation fault" in fault.stderr, fault.stderr[-500:]
+    sent = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+                          env=environment, capture_output=True, text=True, timeout=60)
+    assert sent.returncode == -11, sent.stderr[-500:]

@@ -150,7 +150,7 @@ def test_an_emulated_avx2_cpu_gets_onednn_and_channels_first_from_the_one_line(t
     # As a student's script on an AVX2 laptop: the one line, then residual_keras; TensorFlow's own default
     # there (RESIDUAL_KERAS_CPU_SETTINGS=tensorflow) has no oneDNN and refuses channels_first.
     sys.path.insert(0, str(ROOT))
-    from benchmarks.emulate_isa import emulated_environment
+    from benchmarks.emulate_isa import emulation
 
     if cpu_kind().isa not in ("avx2", "avx512"):
         pytest.skip(f"no AVX2 to emulate on this CPU ({cpu_kind().isa})")
@@ -158,7 +158,7 @@ def test_an_emulated_avx2_cpu_gets_onednn_and_channels_first_from_the_one_line(t
     base.update(PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
     outputs = []
     for extra in ({}, {"RESIDUAL_KERAS_CPU_SETTINGS": "tensorflow"}):
-        env = emulated_environment("avx2", {**base, **extra})
+        env, _ = emulation("avx2", {**base, **extra})  # CPUID masked where it can be: TensorFlow's own choice too
         finished = subprocess.run([sys.executable, "-c", EMULATED_PROBE], env=env, cwd=tmp_path,
                                   capture_output=True, text=True, timeout=300)
         outputs.append(finished.stdout.strip().splitlines()[-1] if finished.returncode == 0 else finished.stderr)
