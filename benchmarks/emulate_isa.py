@@ -54,7 +54,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 
 # glibc's string and memory functions use AVX-512 where the CPU has it; masked, as on an AVX2 CPU.
 GLIBC_WITHOUT_AVX512 = ("glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-AVX512_FP16,"
@@ -111,7 +110,8 @@ def cpuid_can_be_trapped(cpuinfo_text):
 
 def build_cpuid_mask(isa, cache=None):
     """(path of the built CPUID mask for `isa`, None), or (None, why not): no cpuid_fault, no C compiler, or
-    a failed build. Built once per source text into `cache` (default: the system's temporary folder)."""
+    a failed build. Built once per source text into `cache` (default: this user's cache folder, not a shared
+    temporary one, where another user could leave a library of the same name to be preloaded)."""
     try:
         trappable = cpuid_can_be_trapped(pathlib.Path("/proc/cpuinfo").read_text())
     except OSError:
@@ -123,8 +123,10 @@ def build_cpuid_mask(isa, cache=None):
         return None, "no C compiler (cc) to build benchmarks/cpuid_avx2.c"
     source = CPUID_MASKS[isa]
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    library = pathlib.Path(cache or tempfile.gettempdir()) / f"residual_keras_{source.stem}_{digest}.so"
+    cache = pathlib.Path(cache or os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "residual_keras"
+    library = cache / f"{source.stem}_{digest}.so"
     if not library.exists():
+        cache.mkdir(parents=True, exist_ok=True)
         partial = library.with_suffix(f".{os.getpid()}.partial")
         built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(source), "-ldl"],
                                capture_output=True, text=True)
