@@ -125,14 +125,18 @@ def build_cpuid_mask(isa, cache=None):
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     cache = pathlib.Path(cache or os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "residual_keras"
     library = cache / f"{source.stem}_{digest}.so"
-    if not library.exists():
+    if library.exists():
+        return library, None
+    partial = library.with_suffix(f".{os.getpid()}.partial")
+    try:
         cache.mkdir(parents=True, exist_ok=True)
-        partial = library.with_suffix(f".{os.getpid()}.partial")
         built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(source), "-ldl"],
                                capture_output=True, text=True)
         if built.returncode != 0:
             return None, f"{source.name} did not build: {built.stderr.strip()[-300:]}"
         os.replace(partial, library)
+    except OSError as error:  # a cache folder that cannot be written
+        return None, f"{source.name} could not be built in {cache}: {error.strerror or error}"
     return library, None
 
 

@@ -259,3 +259,12 @@ def test_the_masked_cpuid_shows_an_avx2_cpu_and_leaves_every_other_segfault_fata
     sent = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
                           env=environment, capture_output=True, text=True, timeout=60)
     assert sent.returncode == -11, sent.stderr[-500:]
+
+
+def test_a_cache_folder_that_cannot_be_written_falls_back_to_the_variables(tmp_path):
+    from benchmarks.emulate_isa import build_cpuid_mask
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    library, why_not = build_cpuid_mask("avx2", cache=blocker)
+    assert library is None and why_not, (library, why_not)
