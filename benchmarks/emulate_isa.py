@@ -55,6 +55,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script: the repository's tracks/
+from tracks.common.cpu_settings import read_cpu_flags  # noqa: E402  (standard library only: no TensorFlow)
+
 # glibc's string and memory functions use AVX-512 where the CPU has it; masked, as on an AVX2 CPU.
 GLIBC_WITHOUT_AVX512 = ("glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-AVX512_FP16,"
                         "-AVX512_BF16,-AVX512_VNNI,-AVX_VNNI")
@@ -99,24 +102,12 @@ def emulated_environment(isa, environ=None, cpuid_mask=None):
     return environment
 
 
-def cpuid_can_be_trapped(cpuinfo_text):
-    """Whether Linux's /proc/cpuinfo text lists `cpuid_fault`: CPUID can then be made to trap in a process."""
-    for line in cpuinfo_text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return "cpuid_fault" in value.split()
-    return False
-
-
-def build_cpuid_mask(isa, cache=None):
-    """(path of the built CPUID mask for `isa`, None), or (None, why not): no cpuid_fault, no C compiler, or
-    a failed build. Built once per source text into `cache` (default: this user's cache folder, not a shared
-    temporary one, where another user could leave a library of the same name to be preloaded)."""
-    try:
-        trappable = cpuid_can_be_trapped(pathlib.Path("/proc/cpuinfo").read_text())
-    except OSError:
-        trappable = False
-    if not trappable:
+def build_cpuid_mask(isa, cache=None, cpuinfo="/proc/cpuinfo"):
+    """(path of the built CPUID mask for `isa`, None), or (None, why not): no `cpuid_fault` in `cpuinfo`'s
+    flags (CPUID cannot be made to trap), no C compiler, or a failed build. Built once per source text into
+    `cache` (default: this user's cache folder, not a shared temporary one, where another user could leave
+    a library of the same name to be preloaded)."""
+    if "cpuid_fault" not in (read_cpu_flags(cpuinfo) or ()):
         return None, "this CPU or kernel cannot trap CPUID (no cpuid_fault in /proc/cpuinfo)"
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
