@@ -206,7 +206,11 @@ def main(argv=None):
         parser.error("give --check, or -- and the command to run capped")
     environment, how = emulation(args.isa)
     print(f"emulating {args.isa.upper()} by {how}", file=sys.stderr)
-    return subprocess.run(command, env=environment).returncode
+    try:
+        return subprocess.run(command, env=environment).returncode
+    except OSError as error:  # no such program, or not one that can be run
+        print(f"emulate_isa.py: cannot run {command[0]}: {error.strerror or error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -274,3 +274,11 @@ def test_a_cache_folder_that_cannot_be_written_falls_back_to_the_variables(tmp_p
     blocker.write_text("not a folder")
     library, why_not = build_cpuid_mask("avx2", cache=blocker)
     assert library is None and why_not, (library, why_not)
+
+
+@pytest.mark.parametrize("command", ["no-such-command", "/", "./benchmarks/NOTES.md"])
+def test_a_command_that_cannot_run_under_the_emulation_is_one_line_and_exit_2(command, capsys):
+    from benchmarks.emulate_isa import main
+
+    assert main(["avx2", "--", command, "--help"]) == 2
+    assert f"emulate_isa.py: cannot run {command}: " in capsys.readouterr().err.splitlines()[-1]
