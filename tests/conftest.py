@@ -13,10 +13,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # JAX compiles each function a test calls, and most are called once: its LLVM optimisation costs more than
-# it saves (backend level 0; XLA's graph passes still run). tests/library on JAX took 503 s with this and
-# 560 s without (docs/maintainers.md). Set it to 0 to test what a user's JAX compiles. The processes the
-# tests start (test_cross_backend.py) inherit it. TensorFlow's XLA is left as it is: the same cut made the
-# default suite slower (702 s against 666), its training runs running longer than they compile.
+# it saves (backend level 0; XLA's graph passes still run). Set it to 0 to test what a user's JAX compiles.
+# The processes the tests start (test_cross_backend.py) inherit it. TensorFlow's XLA is left as it is: the
+# same cut made the default suite slower. The timings of both are in docs/maintainers.md.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 if os.environ.get("RESIDUAL_KERAS_TEST_WITHOUT_TENSORFLOW") == "1":  # .ci/run, JAX and PyTorch
